@@ -1,0 +1,233 @@
+"""The error tree. Every error Croupier raises or sends on the wire is one of these.
+
+::
+
+    CroupierError (code, retriable)
+    ├── BadRequest            BAD_REQUEST          malformed frame, wrong shape, invalid id
+    ├── NotLeader             NOT_LEADER      (r)  details: leader address, if known
+    ├── Congested             CONGESTED       (r)  back off and resend the same batch
+    ├── HardSplit             HARD_SPLIT      (r)  revive, then resend
+    ├── SoftSplit             SOFT_SPLIT      (r)  revive in the background
+    ├── UnknownApp            UNKNOWN_APP
+    ├── UnknownShuffle        UNKNOWN_SHUFFLE
+    ├── UnknownWorker         UNKNOWN_WORKER  (r)  the worker should register again
+    ├── StaleLocation         STALE_LOCATION       wrong worker incarnation or epoch
+    ├── NotCommitted          NOT_COMMITTED   (r)  readers wait and ask again
+    ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
+    ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
+    ├── DataLostError         DATA_LOST            names the partitions and workers
+    ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
+    ├── RequestTimeout        TIMEOUT         (r)  no reply in time
+    └── InternalError         INTERNAL             a bug: logged with a traceback on the server
+
+(r) = ``retriable``. Foreign errors (zmq, kazoo, OSError) are translated at the
+boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "BadRequest",
+    "Conflict",
+    "Congested",
+    "CroupierError",
+    "DataLostError",
+    "HardSplit",
+    "InternalError",
+    "NotCommitted",
+    "NotEnoughWorkers",
+    "NotLeader",
+    "RequestTimeout",
+    "SoftSplit",
+    "StaleLocation",
+    "Unavailable",
+    "UnknownApp",
+    "UnknownShuffle",
+    "UnknownWorker",
+    "error_from_wire",
+]
+
+
+class CroupierError(Exception):
+    """Root of the tree.
+
+    Parameters:
+        message: a human-readable reason; it travels on the wire.
+        details: JSON-compatible extras (for example the leader's address).
+    """
+
+    code: ClassVar[str] = "INTERNAL"
+    status: ClassVar[int] = 16
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", details: dict[str, Any] | None = None) -> None:
+        super().__init__(message or self.code)
+        self.message = message or self.code
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON body of an error reply."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class BadRequest(CroupierError):
+    code = "BAD_REQUEST"
+    status = 1
+
+
+class NotLeader(CroupierError):
+    code = "NOT_LEADER"
+    status = 2
+    retriable = True
+
+    @property
+    def leader(self) -> str | None:
+        """The leader's RPC URL, when the follower knows it."""
+        value = self.details.get("leader")
+        return value if isinstance(value, str) else None
+
+
+class Congested(CroupierError):
+    code = "CONGESTED"
+    status = 3
+    retriable = True
+
+
+class HardSplit(CroupierError):
+    code = "HARD_SPLIT"
+    status = 4
+    retriable = True
+
+
+class SoftSplit(CroupierError):
+    code = "SOFT_SPLIT"
+    status = 5
+    retriable = True
+
+
+class UnknownShuffle(CroupierError):
+    code = "UNKNOWN_SHUFFLE"
+    status = 6
+
+
+class UnknownApp(CroupierError):
+    code = "UNKNOWN_APP"
+    status = 7
+
+
+class UnknownWorker(CroupierError):
+    code = "UNKNOWN_WORKER"
+    status = 8
+    retriable = True
+
+
+class DataLostError(CroupierError):
+    """Both copies of some partition locations are gone.
+
+    ``details`` holds ``partitions`` (list of int) and ``workers`` (list of str),
+    and the message names them too.
+    """
+
+    code = "DATA_LOST"
+    status = 9
+
+    @classmethod
+    def of(cls, partitions: list[int], workers: list[str], context: str = "") -> DataLostError:
+        """Build the error with a message that names partitions and workers."""
+        parts = sorted(set(partitions))
+        names = sorted(set(workers))
+        shown = ", ".join(map(str, parts[:50])) + (" ..." if len(parts) > 50 else "")
+        prefix = f"{context}: " if context else ""
+        return cls(
+            f"{prefix}data lost for partitions [{shown}] on workers {names}",
+            {"partitions": parts, "workers": names},
+        )
+
+    @property
+    def partitions(self) -> list[int]:
+        return [int(p) for p in self.details.get("partitions", [])]
+
+    @property
+    def workers(self) -> list[str]:
+        return [str(w) for w in self.details.get("workers", [])]
+
+
+class StaleLocation(CroupierError):
+    code = "STALE_LOCATION"
+    status = 10
+
+
+class RequestTimeout(CroupierError):
+    code = "TIMEOUT"
+    status = 11
+    retriable = True
+
+
+class Unavailable(CroupierError):
+    code = "UNAVAILABLE"
+    status = 12
+    retriable = True
+
+
+class NotEnoughWorkers(CroupierError):
+    code = "NOT_ENOUGH_WORKERS"
+    status = 13
+    retriable = True
+
+
+class Conflict(CroupierError):
+    code = "CONFLICT"
+    status = 14
+
+
+class NotCommitted(CroupierError):
+    code = "NOT_COMMITTED"
+    status = 15
+    retriable = True
+
+
+class InternalError(CroupierError):
+    code = "INTERNAL"
+    status = 16
+
+
+_BY_CODE: dict[str, type[CroupierError]] = {
+    cls.code: cls
+    for cls in (
+        BadRequest,
+        NotLeader,
+        Congested,
+        HardSplit,
+        SoftSplit,
+        UnknownShuffle,
+        UnknownApp,
+        UnknownWorker,
+        DataLostError,
+        StaleLocation,
+        RequestTimeout,
+        Unavailable,
+        NotEnoughWorkers,
+        Conflict,
+        NotCommitted,
+        InternalError,
+    )
+}
+BY_STATUS: dict[int, type[CroupierError]] = {cls.status: cls for cls in _BY_CODE.values()}
+
+
+def error_from_wire(status: int, body: Any) -> CroupierError:
+    """Rebuild the error a server sent. Unknown codes become ``InternalError``."""
+    cls = BY_STATUS.get(status, InternalError)
+    if isinstance(body, dict):
+        message = str(body.get("message", cls.code))
+        details = body.get("details")
+        code = body.get("code")
+        if isinstance(code, str) and code in _BY_CODE:
+            cls = _BY_CODE[code]
+        return cls(message, details if isinstance(details, dict) else None)
+    return cls(f"error status {status}")

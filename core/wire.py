@@ -1,0 +1,128 @@
+"""The fixed binary header frame that starts every Croupier message.
+
+Layout (little-endian, 20 bytes; PROTOCOL.md is the byte-for-byte reference)::
+
+    offset size field
+    0      4    magic       b"CRPR"
+    4      1    version     1
+    5      1    kind        0 = request, 1 = reply
+    6      2    msg_type    u16, see MsgType
+    8      8    request_id  u64, chosen by the client, echoed in the reply
+    16     2    status      u16, 0 = OK, else CroupierError.status (replies only)
+    18     2    flags       u16, reserved, 0
+
+Frame 2 is a UTF-8 JSON object (the body). Frames 3.. are raw payloads.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from croupier.core.errors import BadRequest
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC",
+    "VERSION",
+    "Header",
+    "Kind",
+    "MsgType",
+    "decode_body",
+    "encode_body",
+]
+
+MAGIC = b"CRPR"
+VERSION = 1
+_STRUCT = struct.Struct("<4sBBHQHH")
+HEADER_SIZE = _STRUCT.size
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+class Kind(IntEnum):
+    REQUEST = 0
+    REPLY = 1
+
+
+class MsgType(IntEnum):
+    """Message types. Numbers are part of the protocol: never renumber."""
+
+    PING = 1
+    # master control (JSON bodies, see core/commands.py)
+    REGISTER_WORKER = 10
+    WORKER_HEARTBEAT = 11
+    LOSE_WORKER = 12
+    EXCLUDE_WORKER = 13
+    DECOMMISSION_WORKER = 14
+    REGISTER_APP = 20
+    APP_HEARTBEAT = 21
+    UNREGISTER_APP = 22
+    EXPIRE_APP = 23
+    REGISTER_SHUFFLE = 30
+    REVIVE_PARTITION = 31
+    MAPPER_END = 32
+    REPORT_COMMIT = 33
+    GET_LOCATIONS = 34
+    UNREGISTER_SHUFFLE = 35
+    GET_SHUFFLE = 36
+    STATUS = 40
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """One decoded header frame."""
+
+    kind: Kind
+    msg_type: int
+    request_id: int
+    status: int = 0
+    flags: int = 0
+    version: int = VERSION
+
+    def encode(self) -> bytes:
+        return _STRUCT.pack(
+            MAGIC, self.version, int(self.kind), self.msg_type, self.request_id, self.status, self.flags
+        )
+
+    @classmethod
+    def decode(cls, frame: bytes | memoryview) -> Header:
+        """Parse a header frame.
+
+        Raises:
+            BadRequest: wrong size, wrong magic, unknown version or kind.
+        """
+        if len(frame) != HEADER_SIZE:
+            raise BadRequest(f"header frame must be {HEADER_SIZE} bytes, got {len(frame)}")
+        magic, version, kind, msg_type, request_id, status, flags = _STRUCT.unpack(frame)
+        if magic != MAGIC:
+            raise BadRequest(f"bad magic {bytes(magic)!r}, expected {MAGIC!r}")
+        if version != VERSION:
+            raise BadRequest(f"unsupported protocol version {version}, this server speaks {VERSION}")
+        if kind not in (Kind.REQUEST, Kind.REPLY):
+            raise BadRequest(f"unknown message kind {kind}")
+        return cls(Kind(kind), msg_type, request_id, status, flags, version)
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """Encode a JSON body compactly."""
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
+    """Decode a JSON body frame.
+
+    Raises:
+        BadRequest: not UTF-8, not JSON, too large, or not a JSON object.
+    """
+    if len(frame) > MAX_BODY_BYTES:
+        raise BadRequest(f"JSON body of {len(frame)} bytes exceeds {MAX_BODY_BYTES}")
+    try:
+        value = json.loads(bytes(frame).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadRequest(f"body is not valid UTF-8 JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise BadRequest(f"body must be a JSON object, got {type(value).__name__}")
+    return value
