@@ -1,0 +1,357 @@
+"""Commands: requests to the master, decided by ``croupier.core.decide``.
+
+On the wire a command is the JSON body of a request whose header carries the
+command's ``MsgType``; the body's fields are the dataclass fields below.
+``decode_command`` checks the shape and the ids, and raises ``BadRequest``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from croupier.core.codec import from_json, to_json
+from croupier.core.errors import BadRequest
+from croupier.core.ids import app_id, int_id, worker_id
+from croupier.core.wire import MsgType
+
+__all__ = [
+    "COMMAND_TYPES",
+    "AppHeartbeat",
+    "Command",
+    "DecommissionWorker",
+    "ExcludeWorker",
+    "ExpireApp",
+    "GetLocations",
+    "GetShuffle",
+    "LoseWorker",
+    "MapperEnd",
+    "Ping",
+    "RegisterApp",
+    "RegisterShuffle",
+    "RegisterWorker",
+    "ReportCommit",
+    "RevivePartition",
+    "Status",
+    "UnregisterApp",
+    "UnregisterShuffle",
+    "WorkerHeartbeat",
+    "decode_command",
+    "encode_command",
+]
+
+MAX_PARTITIONS = 1_000_000
+MAX_MAPPERS = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Base class. ``TYPE`` is the header's msg_type; ``WRITES`` says whether it may log events."""
+
+    TYPE: ClassVar[MsgType] = MsgType.PING
+    WRITES: ClassVar[bool] = True
+
+    def validate(self) -> None:
+        """Check ids and ranges. Raises BadRequest."""
+
+
+def _app(cmd: Any) -> None:
+    app_id(cmd.app_id)
+
+
+def _shuffle(cmd: Any) -> None:
+    app_id(cmd.app_id)
+    int_id("shuffle_id", cmd.shuffle_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Command):
+    TYPE = MsgType.PING
+    WRITES = False
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWorker(Command):
+    TYPE = MsgType.REGISTER_WORKER
+    worker_id: str
+    host: str
+    control_port: int
+    push_port: int
+    replicate_port: int
+    fetch_port: int
+    slots: int
+    incarnation: str
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+        if not self.host or len(self.host) > 255:
+            raise BadRequest("host must be 1..255 characters")
+        for name in ("control_port", "push_port", "replicate_port", "fetch_port"):
+            int_id(name, getattr(self, name), 65535)
+        int_id("slots", self.slots)
+        worker_id(self.incarnation)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerHeartbeat(Command):
+    """Soft state only: never logged. Loads are each in [0, 1]."""
+
+    TYPE = MsgType.WORKER_HEARTBEAT
+    WRITES = False
+    worker_id: str
+    incarnation: str
+    disk_util: float = 0.0
+    io_wait: float = 0.0
+    pending_flush: float = 0.0
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+        for name in ("disk_util", "io_wait", "pending_flush"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise BadRequest(f"{name} must be in [0, 1], got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoseWorker(Command):
+    TYPE = MsgType.LOSE_WORKER
+    worker_id: str
+    reason: str = "reported lost"
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ExcludeWorker(Command):
+    TYPE = MsgType.EXCLUDE_WORKER
+    worker_id: str
+    excluded: bool = True
+    reason: str = "excluded by an operator"
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DecommissionWorker(Command):
+    TYPE = MsgType.DECOMMISSION_WORKER
+    worker_id: str
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterApp(Command):
+    """Register an app. With ``app_id`` set it is idempotent (safe to retry)."""
+
+    TYPE = MsgType.REGISTER_APP
+    name: str
+    app_id: str | None = None
+
+    def validate(self) -> None:
+        if len(self.name) > 96:
+            raise BadRequest("app name is longer than 96 characters")
+        app_id(self.name)
+        if self.app_id is not None:
+            app_id(self.app_id)
+
+
+@dataclass(frozen=True, slots=True)
+class AppHeartbeat(Command):
+    TYPE = MsgType.APP_HEARTBEAT
+    WRITES = False
+    app_id: str
+
+    validate = _app
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterApp(Command):
+    TYPE = MsgType.UNREGISTER_APP
+    app_id: str
+
+    validate = _app
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireApp(Command):
+    """Sent by the app's actor when its heartbeats stop (not by clients)."""
+
+    TYPE = MsgType.EXPIRE_APP
+    app_id: str
+
+    validate = _app
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterShuffle(Command):
+    """Place every partition. With ``shuffle_id`` set it is idempotent.
+
+    ``loads`` is filled in by the master from heartbeats (worker -> score in
+    [0, 1]); a client's value is ignored.
+    """
+
+    TYPE = MsgType.REGISTER_SHUFFLE
+    app_id: str
+    num_mappers: int
+    num_partitions: int
+    replicate: bool = True
+    shuffle_id: int | None = None
+    loads: dict[str, float] | None = None
+
+    def validate(self) -> None:
+        app_id(self.app_id)
+        if not 1 <= self.num_mappers <= MAX_MAPPERS:
+            raise BadRequest(f"num_mappers must be in 1..{MAX_MAPPERS}")
+        if not 1 <= self.num_partitions <= MAX_PARTITIONS:
+            raise BadRequest(f"num_partitions must be in 1..{MAX_PARTITIONS}")
+        if self.shuffle_id is not None:
+            int_id("shuffle_id", self.shuffle_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RevivePartition(Command):
+    """Ask for a new location because ``epoch``'s location failed.
+
+    Idempotent: if the partition is already past ``epoch``, the current
+    location is returned and nothing is logged.
+    """
+
+    TYPE = MsgType.REVIVE_PARTITION
+    app_id: str
+    shuffle_id: int
+    partition: int
+    epoch: int
+    reason: str = "push failed"
+    failed_workers: tuple[str, ...] = ()
+
+    def validate(self) -> None:
+        _shuffle(self)
+        int_id("partition", self.partition)
+        int_id("epoch", self.epoch)
+        for w in self.failed_workers:
+            worker_id(w)
+
+
+@dataclass(frozen=True, slots=True)
+class MapperEnd(Command):
+    TYPE = MsgType.MAPPER_END
+    app_id: str
+    shuffle_id: int
+    map_id: int
+    attempt_id: int
+    touched: int
+
+    def validate(self) -> None:
+        _shuffle(self)
+        int_id("map_id", self.map_id)
+        int_id("attempt_id", self.attempt_id)
+        int_id("touched", self.touched, MAX_PARTITIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportCommit(Command):
+    """Commit results gathered from the workers: failed copies and totals."""
+
+    TYPE = MsgType.REPORT_COMMIT
+    app_id: str
+    shuffle_id: int
+    failed_copies: tuple[tuple[int, int, str], ...] = ()  # (partition, epoch, worker)
+    total_bytes: int = 0
+    total_batches: int = 0
+
+    def validate(self) -> None:
+        _shuffle(self)
+        for p, e, w in self.failed_copies:
+            int_id("partition", p)
+            int_id("epoch", e)
+            worker_id(w)
+        int_id("total_bytes", self.total_bytes, 2**62)
+        int_id("total_batches", self.total_batches, 2**62)
+
+
+@dataclass(frozen=True, slots=True)
+class GetLocations(Command):
+    """Where a partition lives (every epoch) and which attempt of each map won."""
+
+    TYPE = MsgType.GET_LOCATIONS
+    WRITES = False
+    app_id: str
+    shuffle_id: int
+    partition: int
+
+    def validate(self) -> None:
+        _shuffle(self)
+        int_id("partition", self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class GetShuffle(Command):
+    TYPE = MsgType.GET_SHUFFLE
+    WRITES = False
+    app_id: str
+    shuffle_id: int
+
+    validate = _shuffle
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterShuffle(Command):
+    TYPE = MsgType.UNREGISTER_SHUFFLE
+    app_id: str
+    shuffle_id: int
+
+    validate = _shuffle
+
+
+@dataclass(frozen=True, slots=True)
+class Status(Command):
+    TYPE = MsgType.STATUS
+    WRITES = False
+
+
+COMMAND_TYPES: dict[int, type[Command]] = {
+    int(cls.TYPE): cls
+    for cls in (
+        Ping,
+        RegisterWorker,
+        WorkerHeartbeat,
+        LoseWorker,
+        ExcludeWorker,
+        DecommissionWorker,
+        RegisterApp,
+        AppHeartbeat,
+        UnregisterApp,
+        ExpireApp,
+        RegisterShuffle,
+        RevivePartition,
+        MapperEnd,
+        ReportCommit,
+        GetLocations,
+        GetShuffle,
+        UnregisterShuffle,
+        Status,
+    )
+}
+
+
+def encode_command(cmd: Command) -> tuple[int, dict[str, Any]]:
+    """The (msg_type, JSON body) pair for a command."""
+    body = to_json(cmd)
+    return int(cmd.TYPE), body
+
+
+def decode_command(msg_type: int, body: dict[str, Any]) -> Command:
+    """Build and validate a command from a request.
+
+    Raises:
+        BadRequest: an unknown type, a wrong shape or an invalid id.
+    """
+    cls = COMMAND_TYPES.get(msg_type)
+    if cls is None:
+        raise BadRequest(f"unknown master message type {msg_type}")
+    cmd = from_json(cls, body)
+    cmd.validate()
+    return cmd

@@ -1,0 +1,100 @@
+"""Typed configuration with defaults, and the unit parsers the CLI uses.
+
+Defaults follow Celeborn where it has one (ANCHORS.md), scaled down where a
+Python service on a small machine needs it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["ClientConfig", "MasterConfig", "WorkerConfig", "parse_duration", "parse_size"]
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "m": 60.0, "min": 60.0, "h": 3600.0}
+_NUMBER_UNIT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
+
+
+def parse_size(text: str | int) -> int:
+    """``"64MiB"`` -> 67108864. Plain numbers are bytes.
+
+    Raises:
+        ValueError: an unknown unit or a malformed number.
+    """
+    if isinstance(text, int):
+        return text
+    m = _NUMBER_UNIT.fullmatch(text)
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (try 64MiB, 1GiB, 500kB)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def parse_duration(text: str | float) -> float:
+    """``"30s"`` -> 30.0, ``"500ms"`` -> 0.5. Plain numbers are seconds.
+
+    Raises:
+        ValueError: an unknown unit or a malformed number.
+    """
+    if isinstance(text, int | float):
+        return float(text)
+    m = _NUMBER_UNIT.fullmatch(text)
+    if not m or m.group(2).lower() not in _DURATION_UNITS:
+        raise ValueError(f"not a duration: {text!r} (try 30s, 500ms, 2min)")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+
+
+@dataclass(frozen=True, slots=True)
+class MasterConfig:
+    """Master settings.
+
+    Parameters:
+        worker_timeout: a worker without heartbeats for this long is declared lost.
+        app_timeout: an app without heartbeats for this long expires (its shuffles go).
+        sweep_interval: how often liveness is checked.
+        takeover_grace: after start-up or a takeover, nobody is declared lost for this long.
+        snapshot_every: write a snapshot after this many events.
+        max_group_events: at most this many events per group commit.
+        placement: ``loadaware`` or ``roundrobin``.
+    """
+
+    worker_timeout: float = 120.0
+    app_timeout: float = 300.0
+    sweep_interval: float = 1.0
+    takeover_grace: float = 30.0
+    snapshot_every: int = 10_000
+    max_group_events: int = 4096
+    placement: str = "loadaware"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    heartbeat_interval: float = 10.0
+    slots: int = 100_000
+    memory_cap: int = 2 * 1024**3
+    flush_threshold: int = 256 * 1024
+    chunk_size: int = 8 * 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    rpc_timeout: float = 30.0
+    rpc_retries: int = 3
+    app_heartbeat_interval: float = 10.0
+    push_buffer_size: int = 64 * 1024
+    max_in_flight_per_worker: int = 32

@@ -1,0 +1,426 @@
+"""``decide(state, command, now, rng) -> (reply, events)``: the master's logic.
+
+Pure: it reads ``state`` and never mutates it. Time and randomness come in as
+``now`` and ``rng``. The caller appends ``events`` to the log durably, folds
+them with ``apply``, and only then sends ``reply``. Errors are raised as
+``CroupierError`` subclasses and produce no events.
+
+Idempotence matters because clients retry across timeouts and failovers: a
+repeated ``MapperEnd``, ``RevivePartition``, ``RegisterApp`` (with an id) or
+``RegisterShuffle`` (with an id) logs nothing new and returns the same answer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from croupier.core.commands import (
+    AppHeartbeat,
+    Command,
+    DecommissionWorker,
+    ExcludeWorker,
+    ExpireApp,
+    GetLocations,
+    GetShuffle,
+    LoseWorker,
+    MapperEnd,
+    Ping,
+    RegisterApp,
+    RegisterShuffle,
+    RegisterWorker,
+    ReportCommit,
+    RevivePartition,
+    Status,
+    UnregisterApp,
+    UnregisterShuffle,
+    WorkerHeartbeat,
+)
+from croupier.core.errors import BadRequest, Conflict, NotCommitted, UnknownApp, UnknownShuffle, UnknownWorker
+from croupier.core.events import (
+    AppExpired,
+    AppRegistered,
+    AppUnregistered,
+    Event,
+    MapperEnded,
+    PartitionRevived,
+    ShuffleCommitted,
+    ShuffleRegistered,
+    ShuffleUnregistered,
+    WorkerDecommissioning,
+    WorkerExcluded,
+    WorkerLost,
+    WorkerRegistered,
+)
+from croupier.core.placement import Candidate, place
+from croupier.core.state import ACTIVE, LOST, Location, MasterState, ShuffleInfo
+
+__all__ = ["Decision", "decide", "locations_reply", "shuffle_reply", "status_reply"]
+
+Reply = dict[str, Any]
+Decision = tuple[Reply, list[Event]]
+
+
+def _app(state: MasterState, app_id: str) -> None:
+    if app_id not in state.apps:
+        raise UnknownApp(f"app {app_id!r} is not registered (unregistered, expired, or never known)")
+
+
+def _shuffle(state: MasterState, app_id: str, shuffle_id: int) -> ShuffleInfo:
+    _app(state, app_id)
+    info = state.shuffle(app_id, shuffle_id)
+    if info is None:
+        raise UnknownShuffle(f"shuffle {app_id}/{shuffle_id} is not registered")
+    return info
+
+
+def _worker(state: MasterState, wid: str) -> None:
+    if wid not in state.workers:
+        raise UnknownWorker(f"worker {wid!r} is not registered")
+
+
+def candidates(state: MasterState, avoid: frozenset[str] = frozenset()) -> list[Candidate]:
+    """Workers that may take new slots."""
+    return [
+        Candidate(w.worker_id, w.host, w.slots - w.used_slots)
+        for w in state.workers.values()
+        if w.eligible and w.worker_id not in avoid
+    ]
+
+
+def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Reply:
+    """Every epoch of a partition with worker addresses, plus the winners and commit state."""
+    if not 0 <= partition < info.num_partitions:
+        raise BadRequest(f"partition {partition} is out of range 0..{info.num_partitions - 1}")
+
+    def addr(wid: str | None) -> dict[str, Any] | None:
+        if wid is None:
+            return None
+        worker = state.workers.get(wid)
+        return worker.address() if worker is not None else {"worker_id": wid, "status": "removed"}
+
+    commit = info.commit
+    return {
+        "app_id": info.app_id,
+        "shuffle_id": info.shuffle_id,
+        "partition": partition,
+        "num_mappers": info.num_mappers,
+        "locations": [
+            {"epoch": loc.epoch, "primary": addr(loc.primary), "replica": addr(loc.replica)}
+            for loc in info.locations(partition)
+        ],
+        # winners[m] = winning attempt of map m, or -1 while it has not ended
+        "winners": [info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers)],
+        "committed": commit is not None,
+        "lost": commit is not None and partition in commit.lost_partitions,
+        "failed_copies": [[e, w] for p, e, w in (commit.lost_copies if commit else ()) if p == partition],
+    }
+
+
+def shuffle_reply(info: ShuffleInfo) -> Reply:
+    commit = info.commit
+    return {
+        "app_id": info.app_id,
+        "shuffle_id": info.shuffle_id,
+        "num_mappers": info.num_mappers,
+        "num_partitions": info.num_partitions,
+        "replicate": info.replicate,
+        "pairs": [list(p) for p in info.pairs],
+        "revived_partitions": len(info.revivals),
+        "mappers_ended": len(info.winners),
+        "committed": commit is not None,
+        "lost_partitions": list(commit.lost_partitions) if commit else [],
+        "total_bytes": commit.total_bytes if commit else 0,
+    }
+
+
+def status_reply(state: MasterState) -> Reply:
+    """The durable state as admin sees it."""
+    return {
+        "term": state.term,
+        "leader": state.leader,
+        "seq": state.seq,
+        "workers": [
+            {**w.address(), "slots": w.slots, "used_slots": w.used_slots, "excluded": w.excluded}
+            for w in sorted(state.workers.values(), key=lambda w: w.worker_id)
+        ],
+        "apps": [
+            {"app_id": a.app_id, "name": a.name, "shuffles": len(state.app_shuffles(a.app_id))}
+            for a in sorted(state.apps.values(), key=lambda a: a.app_id)
+        ],
+        "shuffles": [shuffle_reply(s) for _, s in sorted(state.shuffles.items())],
+    }
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+def _register_worker(state: MasterState, cmd: RegisterWorker, now: float, rng: random.Random) -> Decision:
+    old = state.workers.get(cmd.worker_id)
+    same = (
+        old is not None
+        and old.status == ACTIVE
+        and (old.host, old.control_port, old.push_port, old.replicate_port, old.fetch_port)
+        == (cmd.host, cmd.control_port, cmd.push_port, cmd.replicate_port, cmd.fetch_port)
+        and (old.slots, old.incarnation) == (cmd.slots, cmd.incarnation)
+    )
+    reply = {"worker_id": cmd.worker_id, "incarnation": cmd.incarnation}
+    if same:
+        return reply, []
+    return reply, [
+        WorkerRegistered(
+            cmd.worker_id,
+            cmd.host,
+            cmd.control_port,
+            cmd.push_port,
+            cmd.replicate_port,
+            cmd.fetch_port,
+            cmd.slots,
+            cmd.incarnation,
+            now,
+        )
+    ]
+
+
+def _worker_heartbeat(state: MasterState, cmd: WorkerHeartbeat, now: float, rng: random.Random) -> Decision:
+    worker = state.workers.get(cmd.worker_id)
+    if worker is None or worker.incarnation != cmd.incarnation or worker.status == LOST:
+        # the worker re-registers: it was lost, or the master never knew this incarnation
+        raise UnknownWorker(f"worker {cmd.worker_id!r} (incarnation {cmd.incarnation}) must register again")
+    return {"status": worker.status, "excluded": worker.excluded}, []
+
+
+def _lose_worker(state: MasterState, cmd: LoseWorker, now: float, rng: random.Random) -> Decision:
+    _worker(state, cmd.worker_id)
+    if state.workers[cmd.worker_id].status == LOST:
+        return {"changed": False}, []
+    return {"changed": True}, [WorkerLost(cmd.worker_id, cmd.reason, now)]
+
+
+def _exclude_worker(state: MasterState, cmd: ExcludeWorker, now: float, rng: random.Random) -> Decision:
+    _worker(state, cmd.worker_id)
+    if state.workers[cmd.worker_id].excluded == cmd.excluded:
+        return {"changed": False}, []
+    return {"changed": True}, [WorkerExcluded(cmd.worker_id, cmd.excluded, cmd.reason)]
+
+
+def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: random.Random) -> Decision:
+    _worker(state, cmd.worker_id)
+    if state.workers[cmd.worker_id].status != ACTIVE:
+        return {"changed": False, "status": state.workers[cmd.worker_id].status}, []
+    return {"changed": True, "status": "decommissioning"}, [WorkerDecommissioning(cmd.worker_id)]
+
+
+def _register_app(state: MasterState, cmd: RegisterApp, now: float, rng: random.Random) -> Decision:
+    if cmd.app_id is not None:
+        existing = state.apps.get(cmd.app_id)
+        if existing is not None:
+            if existing.name != cmd.name:
+                raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
+            return {"app_id": cmd.app_id, "name": cmd.name}, []
+        new_id = cmd.app_id
+    else:
+        for _ in range(100):
+            new_id = f"{cmd.name[:96]}-{rng.getrandbits(40):010x}"
+            if new_id not in state.apps:
+                break
+        else:  # pragma: no cover - 2**40 ids
+            raise Conflict("could not find a free app id")
+    return {"app_id": new_id, "name": cmd.name}, [AppRegistered(new_id, cmd.name, now)]
+
+
+def _app_heartbeat(state: MasterState, cmd: AppHeartbeat, now: float, rng: random.Random) -> Decision:
+    _app(state, cmd.app_id)
+    return {"app_id": cmd.app_id}, []
+
+
+def _unregister_app(state: MasterState, cmd: UnregisterApp, now: float, rng: random.Random) -> Decision:
+    if cmd.app_id not in state.apps:
+        return {"changed": False}, []  # idempotent: a retried unregister is not an error
+    return {"changed": True}, [AppUnregistered(cmd.app_id)]
+
+
+def _expire_app(state: MasterState, cmd: ExpireApp, now: float, rng: random.Random) -> Decision:
+    if cmd.app_id not in state.apps:
+        return {"changed": False}, []
+    return {"changed": True}, [AppExpired(cmd.app_id, now)]
+
+
+def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng: random.Random) -> Decision:
+    _app(state, cmd.app_id)
+    if cmd.shuffle_id is not None:
+        existing = state.shuffle(cmd.app_id, cmd.shuffle_id)
+        if existing is not None:
+            if (existing.num_mappers, existing.num_partitions, existing.replicate) != (
+                cmd.num_mappers,
+                cmd.num_partitions,
+                cmd.replicate,
+            ):
+                raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id} exists with other sizes")
+            return shuffle_reply(existing), []
+        sid = cmd.shuffle_id
+    else:
+        sid = state.apps[cmd.app_id].next_shuffle_id
+        while state.shuffle(cmd.app_id, sid) is not None:
+            sid += 1
+    pairs = place(candidates(state), cmd.num_partitions, cmd.replicate, rng, loads=cmd.loads)
+    event = ShuffleRegistered(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
+    info = ShuffleInfo(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
+    return shuffle_reply(info), [event]
+
+
+def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Random) -> Decision:
+    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
+    if not 0 <= cmd.partition < info.num_partitions:
+        raise BadRequest(f"partition {cmd.partition} is out of range 0..{info.num_partitions - 1}")
+    if info.commit is not None:
+        raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id} is committed; nothing can be revived")
+    current = info.current(cmd.partition)
+    if cmd.epoch > current.epoch:
+        raise BadRequest(f"epoch {cmd.epoch} is newer than the current epoch {current.epoch}")
+    if cmd.epoch == current.epoch:
+        avoid = frozenset(cmd.failed_workers)
+        pairs = place(candidates(state, avoid), 1, info.replicate, rng)
+        primary, replica = pairs[0]
+        event = PartitionRevived(
+            cmd.app_id, cmd.shuffle_id, cmd.partition, current.epoch + 1, primary, replica, cmd.reason
+        )
+        shadow = ShuffleInfo(
+            info.app_id,
+            info.shuffle_id,
+            info.num_mappers,
+            info.num_partitions,
+            info.replicate,
+            info.pairs,
+            info.registered_at,
+        )
+        shadow.revivals = {cmd.partition: [*info.revivals.get(cmd.partition, [])]}
+        shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica))
+        return locations_reply(state_with(state, shadow), shadow, cmd.partition), [event]
+    return locations_reply(state, info, cmd.partition), []
+
+
+def state_with(state: MasterState, info: ShuffleInfo) -> MasterState:
+    """A shallow view of ``state`` where one shuffle is replaced (for replies)."""
+    view = MasterState(state.workers, state.apps, dict(state.shuffles), state.term, state.leader, state.seq)
+    view.shuffles[(info.app_id, info.shuffle_id)] = info
+    return view
+
+
+def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Random) -> Decision:
+    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
+    if not 0 <= cmd.map_id < info.num_mappers:
+        raise BadRequest(f"map_id {cmd.map_id} is out of range 0..{info.num_mappers - 1}")
+    winner = info.winners.get(cmd.map_id)
+    if winner is not None:
+        return {
+            "winner": winner[0],
+            "won": winner[0] == cmd.attempt_id,
+            "all_ended": info.all_ended,
+        }, []
+    if info.commit is not None:  # pragma: no cover - commit needs every map ended
+        raise Conflict("shuffle already committed")
+    ended = len(info.winners) + 1
+    return {"winner": cmd.attempt_id, "won": True, "all_ended": ended == info.num_mappers}, [
+        MapperEnded(cmd.app_id, cmd.shuffle_id, cmd.map_id, cmd.attempt_id, cmd.touched)
+    ]
+
+
+def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: random.Random) -> Decision:
+    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
+    if info.commit is not None:
+        return shuffle_reply(info), []
+    if not info.all_ended:
+        raise NotCommitted(
+            f"shuffle {cmd.app_id}/{cmd.shuffle_id}: {len(info.winners)} of {info.num_mappers} maps ended"
+        )
+    failed: dict[tuple[int, int], set[str]] = {}
+    for p, e, w in cmd.failed_copies:
+        if not 0 <= p < info.num_partitions:
+            raise BadRequest(f"partition {p} is out of range")
+        failed.setdefault((p, e), set()).add(w)
+    lost: set[int] = set()
+    for (p, e), workers in failed.items():
+        locs = [loc for loc in info.locations(p) if loc.epoch == e]
+        if not locs:
+            raise BadRequest(f"partition {p} has no epoch {e}")
+        loc = locs[0]
+        copies = {loc.primary} | ({loc.replica} if loc.replica else set())
+        if copies <= workers:
+            lost.add(p)
+    event = ShuffleCommitted(
+        cmd.app_id,
+        cmd.shuffle_id,
+        tuple(sorted(set(cmd.failed_copies))),
+        tuple(sorted(lost)),
+        cmd.total_bytes,
+        cmd.total_batches,
+        now,
+    )
+    reply = shuffle_reply(info)
+    reply.update(committed=True, lost_partitions=sorted(lost), total_bytes=cmd.total_bytes)
+    return reply, [event]
+
+
+def _get_locations(state: MasterState, cmd: GetLocations, now: float, rng: random.Random) -> Decision:
+    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
+    return locations_reply(state, info, cmd.partition), []
+
+
+def _get_shuffle(state: MasterState, cmd: GetShuffle, now: float, rng: random.Random) -> Decision:
+    return shuffle_reply(_shuffle(state, cmd.app_id, cmd.shuffle_id)), []
+
+
+def _unregister_shuffle(
+    state: MasterState, cmd: UnregisterShuffle, now: float, rng: random.Random
+) -> Decision:
+    if state.shuffle(cmd.app_id, cmd.shuffle_id) is None:
+        return {"changed": False}, []
+    return {"changed": True}, [ShuffleUnregistered(cmd.app_id, cmd.shuffle_id)]
+
+
+def _status(state: MasterState, cmd: Status, now: float, rng: random.Random) -> Decision:
+    return status_reply(state), []
+
+
+def _ping(state: MasterState, cmd: Ping, now: float, rng: random.Random) -> Decision:
+    return {"pong": True, "term": state.term}, []
+
+
+_HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random], Decision]] = {
+    Ping: _ping,
+    RegisterWorker: _register_worker,
+    WorkerHeartbeat: _worker_heartbeat,
+    LoseWorker: _lose_worker,
+    ExcludeWorker: _exclude_worker,
+    DecommissionWorker: _decommission,
+    RegisterApp: _register_app,
+    AppHeartbeat: _app_heartbeat,
+    UnregisterApp: _unregister_app,
+    ExpireApp: _expire_app,
+    RegisterShuffle: _register_shuffle,
+    RevivePartition: _revive,
+    MapperEnd: _mapper_end,
+    ReportCommit: _report_commit,
+    GetLocations: _get_locations,
+    GetShuffle: _get_shuffle,
+    UnregisterShuffle: _unregister_shuffle,
+    Status: _status,
+}
+
+
+def decide(state: MasterState, command: Command, now: float, rng: random.Random) -> Decision:
+    """Decide one command against ``state`` (which is not changed).
+
+    Returns:
+        The reply body and the events to log before replying.
+
+    Raises:
+        CroupierError: the command is refused; nothing is logged.
+    """
+    handler = _HANDLERS.get(type(command))
+    if handler is None:
+        raise BadRequest(f"the master does not handle {type(command).__name__}")
+    command.validate()
+    return handler(state, command, now, rng)

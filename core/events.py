@@ -1,0 +1,237 @@
+"""Events: what happened to the cluster, in the past tense. The master's log holds them.
+
+Each event is a frozen dataclass with a ``KIND`` name and a ``VERSION``. On the log
+an event is one JSON object, never pickle::
+
+    {"e": "MapperEnded", "v": 1, "app_id": "etl-1a2b", "shuffle_id": 0, ...}
+
+Events are kept small (a znode holds ~1 MiB and shuffles may have 100,000+
+partitions): ``ShuffleRegistered`` carries worker pairs plus the rule
+``partition p -> pairs[p % len(pairs)]``; ``ShuffleCommitted`` lists only lost
+copies and lost partitions. Anything that depended on time, randomness or load
+when it was decided is written into the event, so replay never recomputes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from croupier.core.codec import from_json, to_json
+from croupier.core.errors import BadRequest
+
+__all__ = [
+    "EVENT_TYPES",
+    "AppExpired",
+    "AppRegistered",
+    "AppUnregistered",
+    "Event",
+    "LeaderChanged",
+    "MapperEnded",
+    "PartitionRevived",
+    "ShuffleCommitted",
+    "ShuffleRegistered",
+    "ShuffleUnregistered",
+    "WorkerDecommissioning",
+    "WorkerExcluded",
+    "WorkerLost",
+    "WorkerRegistered",
+    "WorkerRemoved",
+    "decode_event",
+    "encode_event",
+]
+
+Pair = tuple[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class. Subclasses set ``KIND`` and ``VERSION``."""
+
+    KIND: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRegistered(Event):
+    KIND = "WorkerRegistered"
+    worker_id: str
+    host: str
+    control_port: int
+    push_port: int
+    replicate_port: int
+    fetch_port: int
+    slots: int
+    incarnation: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLost(Event):
+    KIND = "WorkerLost"
+    worker_id: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerExcluded(Event):
+    KIND = "WorkerExcluded"
+    worker_id: str
+    excluded: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerDecommissioning(Event):
+    KIND = "WorkerDecommissioning"
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRemoved(Event):
+    KIND = "WorkerRemoved"
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppRegistered(Event):
+    KIND = "AppRegistered"
+    app_id: str
+    name: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AppUnregistered(Event):
+    KIND = "AppUnregistered"
+    app_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppExpired(Event):
+    KIND = "AppExpired"
+    app_id: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleRegistered(Event):
+    """A shuffle and the placement of every partition at epoch 0.
+
+    Partition ``p`` lives on ``pairs[p % len(pairs)]`` (primary, replica-or-None).
+    """
+
+    KIND = "ShuffleRegistered"
+    app_id: str
+    shuffle_id: int
+    num_mappers: int
+    num_partitions: int
+    replicate: bool
+    pairs: tuple[Pair, ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRevived(Event):
+    """A partition moved to a new location: ``epoch`` is the new epoch."""
+
+    KIND = "PartitionRevived"
+    app_id: str
+    shuffle_id: int
+    partition: int
+    epoch: int
+    primary: str
+    replica: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MapperEnded(Event):
+    """The winning attempt of a map: the first one logged."""
+
+    KIND = "MapperEnded"
+    app_id: str
+    shuffle_id: int
+    map_id: int
+    attempt_id: int
+    touched: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleCommitted(Event):
+    """Commit outcome. Only failures are listed; ``lost_partitions`` lost every copy."""
+
+    KIND = "ShuffleCommitted"
+    app_id: str
+    shuffle_id: int
+    lost_copies: tuple[tuple[int, int, str], ...]  # (partition, epoch, worker)
+    lost_partitions: tuple[int, ...]
+    total_bytes: int
+    total_batches: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleUnregistered(Event):
+    KIND = "ShuffleUnregistered"
+    app_id: str
+    shuffle_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChanged(Event):
+    KIND = "LeaderChanged"
+    term: int
+    leader: str
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.KIND: cls
+    for cls in (
+        WorkerRegistered,
+        WorkerLost,
+        WorkerExcluded,
+        WorkerDecommissioning,
+        WorkerRemoved,
+        AppRegistered,
+        AppUnregistered,
+        AppExpired,
+        ShuffleRegistered,
+        PartitionRevived,
+        MapperEnded,
+        ShuffleCommitted,
+        ShuffleUnregistered,
+        LeaderChanged,
+    )
+}
+
+
+def encode_event(event: Event) -> bytes:
+    """One event as compact JSON bytes."""
+    body: dict[str, Any] = {"e": event.KIND, "v": event.VERSION}
+    body.update(to_json(event))
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+def decode_event(data: bytes | memoryview) -> Event:
+    """Parse one event.
+
+    Raises:
+        BadRequest: not JSON, an unknown kind or version, or a field of the wrong shape.
+    """
+    try:
+        raw = json.loads(bytes(data))
+    except ValueError as exc:
+        raise BadRequest(f"event is not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise BadRequest("event must be a JSON object")
+    kind = raw.pop("e", None)
+    version = raw.pop("v", None)
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise BadRequest(f"unknown event kind {kind!r}")
+    if version != cls.VERSION:
+        raise BadRequest(f"unsupported version {version!r} of event {kind}")
+    return from_json(cls, raw)

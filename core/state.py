@@ -1,0 +1,375 @@
+"""The master's durable state, and ``apply``: the fold of the event log.
+
+``apply(state, event)`` checks the event against the state first and only then
+mutates, so an event it rejects (``InvalidEvent``) leaves the state untouched.
+It mutates ``state`` in place and returns it: the fold runs for every event on
+every master, and copying a state with 100,000 partitions per event would not
+do. Callers that need the old state keep a ``copy()``.
+
+State (everything here is rebuilt by folding the log; nothing else is):
+    workers   worker id -> WorkerInfo (address, slots, status, used slots)
+    apps      app id -> AppInfo
+    shuffles  (app id, shuffle id) -> ShuffleInfo (placement, revivals,
+              winning attempts, commit outcome)
+    term, leader, seq   the last LeaderChanged, and the log position folded so far
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from croupier.core.codec import from_json, to_json
+from croupier.core.errors import CroupierError
+from croupier.core.events import (
+    AppExpired,
+    AppRegistered,
+    AppUnregistered,
+    Event,
+    LeaderChanged,
+    MapperEnded,
+    PartitionRevived,
+    ShuffleCommitted,
+    ShuffleRegistered,
+    ShuffleUnregistered,
+    WorkerDecommissioning,
+    WorkerExcluded,
+    WorkerLost,
+    WorkerRegistered,
+    WorkerRemoved,
+)
+from croupier.core.placement import slots_per_worker
+
+__all__ = [
+    "AppInfo",
+    "CommitInfo",
+    "InvalidEvent",
+    "Location",
+    "MasterState",
+    "ShuffleInfo",
+    "WorkerInfo",
+    "apply",
+]
+
+ACTIVE = "active"
+LOST = "lost"
+DECOMMISSIONING = "decommissioning"
+
+
+class InvalidEvent(CroupierError):
+    """An event that does not fit the state: a bug in ``decide`` or a corrupt log."""
+
+    code = "INTERNAL"
+
+
+@dataclass(slots=True)
+class WorkerInfo:
+    worker_id: str
+    host: str
+    control_port: int
+    push_port: int
+    replicate_port: int
+    fetch_port: int
+    slots: int
+    incarnation: str
+    status: str = ACTIVE
+    excluded: bool = False
+    used_slots: int = 0
+    registered_at: float = 0.0
+
+    @property
+    def eligible(self) -> bool:
+        """May this worker get new slots?"""
+        return self.status == ACTIVE and not self.excluded
+
+    def address(self) -> dict[str, Any]:
+        """What clients need to reach the worker."""
+        return {
+            "worker_id": self.worker_id,
+            "host": self.host,
+            "control_port": self.control_port,
+            "push_port": self.push_port,
+            "replicate_port": self.replicate_port,
+            "fetch_port": self.fetch_port,
+            "incarnation": self.incarnation,
+            "status": self.status,
+        }
+
+
+@dataclass(slots=True)
+class AppInfo:
+    app_id: str
+    name: str
+    registered_at: float
+    next_shuffle_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """One epoch of one partition."""
+
+    epoch: int
+    primary: str
+    replica: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    lost_copies: tuple[tuple[int, int, str], ...]
+    lost_partitions: tuple[int, ...]
+    total_bytes: int
+    total_batches: int
+    at: float
+
+
+@dataclass(slots=True)
+class ShuffleInfo:
+    app_id: str
+    shuffle_id: int
+    num_mappers: int
+    num_partitions: int
+    replicate: bool
+    pairs: tuple[tuple[str, str | None], ...]
+    registered_at: float
+    revivals: dict[int, list[Location]] = field(default_factory=dict)
+    winners: dict[int, tuple[int, int]] = field(default_factory=dict)  # map -> (attempt, touched)
+    commit: CommitInfo | None = None
+
+    def locations(self, partition: int) -> list[Location]:
+        """Every epoch of ``partition``, oldest first."""
+        primary, replica = self.pairs[partition % len(self.pairs)]
+        return [Location(0, primary, replica), *self.revivals.get(partition, [])]
+
+    def current(self, partition: int) -> Location:
+        return self.locations(partition)[-1]
+
+    @property
+    def all_ended(self) -> bool:
+        return len(self.winners) == self.num_mappers
+
+    def workers(self) -> set[str]:
+        """Every worker that hosts a location of this shuffle (any epoch)."""
+        out = {w for pair in self.pairs for w in pair if w is not None}
+        for locs in self.revivals.values():
+            for loc in locs:
+                out.add(loc.primary)
+                if loc.replica is not None:
+                    out.add(loc.replica)
+        return out
+
+    def slot_usage(self) -> dict[str, int]:
+        usage = slots_per_worker(self.pairs, self.num_partitions)
+        for locs in self.revivals.values():
+            for loc in locs:
+                usage[loc.primary] = usage.get(loc.primary, 0) + 1
+                if loc.replica is not None:
+                    usage[loc.replica] = usage.get(loc.replica, 0) + 1
+        return usage
+
+
+@dataclass(slots=True)
+class MasterState:
+    workers: dict[str, WorkerInfo] = field(default_factory=dict)
+    apps: dict[str, AppInfo] = field(default_factory=dict)
+    shuffles: dict[tuple[str, int], ShuffleInfo] = field(default_factory=dict)
+    term: int = 0
+    leader: str = ""
+    seq: int = 0
+
+    def shuffle(self, app: str, shuffle_id: int) -> ShuffleInfo | None:
+        return self.shuffles.get((app, shuffle_id))
+
+    def app_shuffles(self, app: str) -> list[ShuffleInfo]:
+        return [s for (a, _), s in self.shuffles.items() if a == app]
+
+    # -- snapshots -------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of the whole state (snapshots, admin status, tests)."""
+        return {
+            "workers": [to_json(w) for w in sorted(self.workers.values(), key=lambda w: w.worker_id)],
+            "apps": [to_json(a) for a in sorted(self.apps.values(), key=lambda a: a.app_id)],
+            "shuffles": [
+                {
+                    **{k: v for k, v in to_json(s).items() if k not in ("revivals", "winners")},
+                    "revivals": [
+                        [p, [to_json(loc) for loc in locs]] for p, locs in sorted(s.revivals.items())
+                    ],
+                    "winners": [[m, a, t] for m, (a, t) in sorted(s.winners.items())],
+                }
+                for _, s in sorted(self.shuffles.items())
+            ],
+            "term": self.term,
+            "leader": self.leader,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MasterState:
+        state = cls(term=int(data["term"]), leader=str(data["leader"]), seq=int(data["seq"]))
+        for w in data["workers"]:
+            worker = from_json(WorkerInfo, w)
+            state.workers[worker.worker_id] = worker
+        for a in data["apps"]:
+            app = from_json(AppInfo, a)
+            state.apps[app.app_id] = app
+        for s in data["shuffles"]:
+            base = {k: v for k, v in s.items() if k not in ("revivals", "winners", "commit")}
+            base["pairs"] = [list(p) for p in base["pairs"]]
+            info = from_json(ShuffleInfo, base)
+            info.commit = from_json(CommitInfo, s["commit"]) if s.get("commit") else None
+            info.revivals = {int(p): [from_json(Location, loc) for loc in locs] for p, locs in s["revivals"]}
+            info.winners = {int(m): (int(a), int(t)) for m, a, t in s["winners"]}
+            state.shuffles[(info.app_id, info.shuffle_id)] = info
+        return state
+
+    def snapshot_bytes(self) -> bytes:
+        """Compressed JSON of the state, for the event log's snapshots."""
+        return zlib.compress(json.dumps(self.to_json(), separators=(",", ":")).encode(), 6)
+
+    @classmethod
+    def from_snapshot(cls, data: bytes) -> MasterState:
+        return cls.from_json(json.loads(zlib.decompress(data)))
+
+    def copy(self) -> MasterState:
+        return MasterState.from_json(json.loads(json.dumps(self.to_json())))
+
+
+# -- the fold ------------------------------------------------------------------------------
+
+
+def _need_worker(state: MasterState, wid: str, event: Event) -> WorkerInfo:
+    worker = state.workers.get(wid)
+    if worker is None:
+        raise InvalidEvent(f"{event.KIND} names unknown worker {wid!r}")
+    return worker
+
+
+def _need_shuffle(state: MasterState, app: str, sid: int, event: Event) -> ShuffleInfo:
+    info = state.shuffles.get((app, sid))
+    if info is None:
+        raise InvalidEvent(f"{event.KIND} names unknown shuffle {app}/{sid}")
+    return info
+
+
+def _release(state: MasterState, info: ShuffleInfo) -> None:
+    for wid, used in info.slot_usage().items():
+        worker = state.workers.get(wid)
+        if worker is not None:
+            worker.used_slots = max(0, worker.used_slots - used)
+
+
+def _drop_app(state: MasterState, app: str) -> None:
+    for info in state.app_shuffles(app):
+        _release(state, info)
+        del state.shuffles[(info.app_id, info.shuffle_id)]
+    del state.apps[app]
+
+
+def apply(state: MasterState, event: Event) -> MasterState:
+    """Fold one event into ``state`` (in place) and return it.
+
+    Raises:
+        InvalidEvent: the event does not fit the state; ``state`` is unchanged.
+    """
+    match event:
+        case WorkerRegistered():
+            old = state.workers.get(event.worker_id)
+            state.workers[event.worker_id] = WorkerInfo(
+                worker_id=event.worker_id,
+                host=event.host,
+                control_port=event.control_port,
+                push_port=event.push_port,
+                replicate_port=event.replicate_port,
+                fetch_port=event.fetch_port,
+                slots=event.slots,
+                incarnation=event.incarnation,
+                used_slots=old.used_slots if old else 0,
+                excluded=old.excluded if old else False,
+                registered_at=event.at,
+            )
+        case WorkerLost():
+            _need_worker(state, event.worker_id, event).status = LOST
+        case WorkerExcluded():
+            _need_worker(state, event.worker_id, event).excluded = event.excluded
+        case WorkerDecommissioning():
+            _need_worker(state, event.worker_id, event).status = DECOMMISSIONING
+        case WorkerRemoved():
+            _need_worker(state, event.worker_id, event)
+            del state.workers[event.worker_id]
+        case AppRegistered():
+            if event.app_id in state.apps:
+                raise InvalidEvent(f"app {event.app_id} is already registered")
+            state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at)
+        case AppUnregistered() | AppExpired():
+            if event.app_id not in state.apps:
+                raise InvalidEvent(f"{event.KIND} names unknown app {event.app_id!r}")
+            _drop_app(state, event.app_id)
+        case ShuffleRegistered():
+            app = state.apps.get(event.app_id)
+            if app is None:
+                raise InvalidEvent(f"ShuffleRegistered names unknown app {event.app_id!r}")
+            if (event.app_id, event.shuffle_id) in state.shuffles:
+                raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already registered")
+            if not event.pairs:
+                raise InvalidEvent("ShuffleRegistered has no worker pairs")
+            for primary, replica in event.pairs:
+                _need_worker(state, primary, event)
+                if replica is not None:
+                    _need_worker(state, replica, event)
+                    if replica == primary:
+                        raise InvalidEvent(f"primary and replica are both {primary}")
+            info = ShuffleInfo(
+                app_id=event.app_id,
+                shuffle_id=event.shuffle_id,
+                num_mappers=event.num_mappers,
+                num_partitions=event.num_partitions,
+                replicate=event.replicate,
+                pairs=event.pairs,
+                registered_at=event.at,
+            )
+            state.shuffles[(event.app_id, event.shuffle_id)] = info
+            app.next_shuffle_id = max(app.next_shuffle_id, event.shuffle_id + 1)
+            for wid, used in info.slot_usage().items():
+                state.workers[wid].used_slots += used
+        case PartitionRevived():
+            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+            if not 0 <= event.partition < info.num_partitions:
+                raise InvalidEvent(f"partition {event.partition} out of range")
+            if event.epoch != info.current(event.partition).epoch + 1:
+                raise InvalidEvent(f"revive to epoch {event.epoch} skips or repeats an epoch")
+            if event.replica == event.primary:
+                raise InvalidEvent(f"primary and replica are both {event.primary}")
+            _need_worker(state, event.primary, event).used_slots += 1
+            if event.replica is not None:
+                _need_worker(state, event.replica, event).used_slots += 1
+            info.revivals.setdefault(event.partition, []).append(
+                Location(event.epoch, event.primary, event.replica)
+            )
+        case MapperEnded():
+            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+            if not 0 <= event.map_id < info.num_mappers:
+                raise InvalidEvent(f"map {event.map_id} out of range")
+            if event.map_id in info.winners:
+                raise InvalidEvent(f"map {event.map_id} already has a winning attempt")
+            info.winners[event.map_id] = (event.attempt_id, event.touched)
+        case ShuffleCommitted():
+            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+            if info.commit is not None:
+                raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already committed")
+            info.commit = CommitInfo(
+                event.lost_copies, event.lost_partitions, event.total_bytes, event.total_batches, event.at
+            )
+        case ShuffleUnregistered():
+            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+            _release(state, info)
+            del state.shuffles[(event.app_id, event.shuffle_id)]
+        case LeaderChanged():
+            if event.term < state.term:
+                raise InvalidEvent(f"term {event.term} is older than {state.term}")
+            state.term = event.term
+            state.leader = event.leader
+        case _:
+            raise InvalidEvent(f"unknown event {event!r}")
+    return state

@@ -1,0 +1,143 @@
+"""Hypothesis strategies: random but plausible command sequences for the master."""
+
+from __future__ import annotations
+
+from croupier.core import commands as c
+from hypothesis import strategies as st
+
+WORKERS = [f"w{i}" for i in range(5)]
+APPS = ["a0", "a1", "a2"]
+HOSTS = ["h0", "h1", "h2"]
+
+worker_ids = st.sampled_from(WORKERS)
+app_ids = st.sampled_from(APPS)
+shuffle_ids = st.integers(0, 3)
+
+
+def register_worker() -> st.SearchStrategy[c.Command]:
+    return st.builds(
+        c.RegisterWorker,
+        worker_id=worker_ids,
+        host=st.sampled_from(HOSTS),
+        control_port=st.just(1),
+        push_port=st.just(2),
+        replicate_port=st.just(3),
+        fetch_port=st.just(4),
+        slots=st.integers(0, 60) | st.just(1000),
+        incarnation=st.sampled_from(["i1", "i2"]),
+    )
+
+
+commands: st.SearchStrategy[c.Command] = st.one_of(
+    register_worker(),
+    st.builds(c.WorkerHeartbeat, worker_id=worker_ids, incarnation=st.sampled_from(["i1", "i2"])),
+    st.builds(c.LoseWorker, worker_id=worker_ids),
+    st.builds(c.ExcludeWorker, worker_id=worker_ids, excluded=st.booleans()),
+    st.builds(c.DecommissionWorker, worker_id=worker_ids),
+    st.builds(c.RegisterApp, name=st.just("job"), app_id=st.one_of(st.none(), app_ids)),
+    st.builds(c.AppHeartbeat, app_id=app_ids),
+    st.builds(c.UnregisterApp, app_id=app_ids),
+    st.builds(c.ExpireApp, app_id=app_ids),
+    st.builds(
+        c.RegisterShuffle,
+        app_id=app_ids,
+        num_mappers=st.integers(1, 4),
+        num_partitions=st.integers(1, 20),
+        replicate=st.booleans(),
+        shuffle_id=st.one_of(st.none(), shuffle_ids),
+        loads=st.one_of(st.none(), st.dictionaries(worker_ids, st.floats(0, 1))),
+    ),
+    st.builds(
+        c.RevivePartition,
+        app_id=app_ids,
+        shuffle_id=shuffle_ids,
+        partition=st.integers(0, 20),
+        epoch=st.integers(0, 3),
+        failed_workers=st.lists(worker_ids, max_size=2).map(tuple),
+    ),
+    st.builds(
+        c.MapperEnd,
+        app_id=app_ids,
+        shuffle_id=shuffle_ids,
+        map_id=st.integers(0, 4),
+        attempt_id=st.integers(0, 2),
+        touched=st.integers(0, 20),
+    ),
+    st.builds(
+        c.ReportCommit,
+        app_id=app_ids,
+        shuffle_id=shuffle_ids,
+        failed_copies=st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), worker_ids), max_size=4).map(
+            tuple
+        ),
+        total_bytes=st.integers(0, 10**9),
+    ),
+    st.builds(c.GetLocations, app_id=app_ids, shuffle_id=shuffle_ids, partition=st.integers(0, 20)),
+    st.builds(c.UnregisterShuffle, app_id=app_ids, shuffle_id=shuffle_ids),
+    st.builds(c.Status),
+)
+
+live_apps = st.sampled_from(APPS[:2])
+
+setup: st.SearchStrategy[list[c.Command]] = st.builds(
+    lambda workers, apps: [*workers, *apps],
+    st.lists(register_worker(), min_size=2, max_size=5),
+    st.just(
+        [
+            c.RegisterApp("job", "a0"),
+            c.RegisterApp("job", "a1"),
+            c.RegisterShuffle("a0", num_mappers=2, num_partitions=4),
+            c.RegisterShuffle("a1", num_mappers=3, num_partitions=7, replicate=False),
+        ]
+    ),
+)
+busy: st.SearchStrategy[c.Command] = st.one_of(
+    commands,
+    st.builds(
+        c.MapperEnd,
+        app_id=st.just("a0"),
+        shuffle_id=st.just(0),
+        map_id=st.integers(0, 1),
+        attempt_id=st.integers(0, 2),
+        touched=st.integers(0, 4),
+    ),
+    st.builds(
+        c.ReportCommit,
+        app_id=st.just("a0"),
+        shuffle_id=st.just(0),
+        failed_copies=st.lists(st.tuples(st.integers(0, 3), st.just(0), worker_ids), max_size=3).map(tuple),
+    ),
+    st.builds(
+        c.RegisterShuffle, app_id=live_apps, num_mappers=st.integers(1, 3), num_partitions=st.integers(1, 8)
+    ),
+    st.builds(
+        c.RegisterShuffle, app_id=live_apps, num_mappers=st.integers(1, 3), num_partitions=st.integers(1, 8)
+    ),
+    st.builds(
+        c.MapperEnd,
+        app_id=live_apps,
+        shuffle_id=st.integers(0, 1),
+        map_id=st.integers(0, 2),
+        attempt_id=st.integers(0, 2),
+        touched=st.integers(0, 8),
+    ),
+    st.builds(
+        c.ReportCommit,
+        app_id=live_apps,
+        shuffle_id=st.integers(0, 1),
+        failed_copies=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 1), worker_ids), max_size=3).map(
+            tuple
+        ),
+    ),
+    st.builds(
+        c.RevivePartition,
+        app_id=live_apps,
+        shuffle_id=st.integers(0, 1),
+        partition=st.integers(0, 7),
+        epoch=st.integers(0, 2),
+    ),
+)
+# a cluster is set up first, then anything may happen
+scenarios: st.SearchStrategy[list[c.Command]] = st.builds(
+    lambda head, tail: [*head, *tail], setup, st.lists(busy, min_size=5, max_size=80)
+)

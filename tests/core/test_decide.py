@@ -1,0 +1,222 @@
+"""Unit tests of the master's decisions, one behaviour each."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from croupier.core import commands as c
+from croupier.core.decide import decide
+from croupier.core.errors import (
+    BadRequest,
+    Conflict,
+    NotCommitted,
+    NotEnoughWorkers,
+    UnknownApp,
+    UnknownShuffle,
+    UnknownWorker,
+)
+from croupier.core.events import Event, MapperEnded, PartitionRevived, ShuffleCommitted
+from croupier.core.state import MasterState, apply
+
+
+class Master:
+    """decide + apply, as the master shell runs them (no log)."""
+
+    def __init__(self) -> None:
+        self.state = MasterState()
+        self.rng = random.Random(7)
+        self.log: list[Event] = []
+
+    def __call__(self, cmd: c.Command, now: float = 0.0) -> dict[str, object]:
+        reply, events = decide(self.state, cmd, now, self.rng)
+        for e in events:
+            apply(self.state, e)
+        self.log.extend(events)
+        return reply
+
+
+def worker(i: int, host: str | None = None, slots: int = 1_000_000) -> c.RegisterWorker:
+    return c.RegisterWorker(f"w{i}", host or f"h{i}", 1, 2, 3, 4, slots, "inc1")
+
+
+@pytest.fixture
+def master() -> Master:
+    m = Master()
+    for i in range(3):
+        m(worker(i))
+    m(c.RegisterApp("job", "app1"))
+    return m
+
+
+def test_shuffle_placement_uses_distinct_workers_for_primary_and_replica(master: Master) -> None:
+    reply = master(c.RegisterShuffle("app1", num_mappers=2, num_partitions=10))
+    assert reply["shuffle_id"] == 0
+    pairs = reply["pairs"]
+    assert isinstance(pairs, list) and len(pairs) == 3
+    for primary, replica in pairs:
+        assert primary != replica and replica is not None
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    assert sum(w.used_slots for w in master.state.workers.values()) == 20  # 10 primaries + 10 replicas
+
+
+def test_replica_prefers_another_host() -> None:
+    m = Master()
+    m(worker(0, "hostA"))
+    m(worker(1, "hostA"))
+    m(worker(2, "hostB"))
+    m(c.RegisterApp("job", "app1"))
+    m(c.RegisterShuffle("app1", 1, 6))
+    info = m.state.shuffle("app1", 0)
+    assert info is not None
+    hosts = {w.worker_id: w.host for w in m.state.workers.values()}
+    for primary, replica in info.pairs:
+        assert (replica is not None and hosts[primary] != hosts[replica]) or hosts[primary] == "hostB"
+
+
+def test_replication_needs_two_workers() -> None:
+    m = Master()
+    m(worker(0))
+    m(c.RegisterApp("job", "app1"))
+    with pytest.raises(NotEnoughWorkers):
+        m(c.RegisterShuffle("app1", 1, 4))
+    assert m(c.RegisterShuffle("app1", 1, 4, replicate=False))["pairs"] == [["w0", None]]
+
+
+def test_slots_are_respected(master: Master) -> None:
+    m = Master()
+    m(worker(0, slots=3))
+    m(worker(1, slots=3))
+    m(c.RegisterApp("job", "app1"))
+    with pytest.raises(NotEnoughWorkers):
+        m(c.RegisterShuffle("app1", 1, 4))
+    m(c.RegisterShuffle("app1", 1, 3))
+    assert {w.used_slots for w in m.state.workers.values()} == {3}
+
+
+def test_excluded_lost_and_decommissioning_workers_get_no_slots(master: Master) -> None:
+    master(c.ExcludeWorker("w0"))
+    master(c.LoseWorker("w1"))
+    with pytest.raises(NotEnoughWorkers):
+        master(c.RegisterShuffle("app1", 1, 4))
+    master(c.ExcludeWorker("w0", excluded=False))
+    master(c.DecommissionWorker("w2"))
+    with pytest.raises(NotEnoughWorkers):
+        master(c.RegisterShuffle("app1", 1, 4))
+    assert master(c.RegisterShuffle("app1", 1, 4, replicate=False))["pairs"] == [["w0", None]]
+
+
+def test_load_aware_placement_skips_hot_workers(master: Master) -> None:
+    reply = master(c.RegisterShuffle("app1", 1, 9, loads={"w0": 0.95, "w1": 0.1, "w2": 0.2}))
+    workers = {w for pair in reply["pairs"] for w in pair}  # type: ignore[attr-defined]
+    assert "w0" not in workers
+    assert reply["pairs"][0][0] == "w1"  # type: ignore[index]  # the coolest worker leads
+
+
+def test_first_mapper_end_wins_and_repeats_are_idempotent(master: Master) -> None:
+    master(c.RegisterShuffle("app1", num_mappers=2, num_partitions=4))
+    first = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    assert first == {"winner": 1, "won": True, "all_ended": False}
+    second = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=0, touched=4))
+    assert second == {"winner": 1, "won": False, "all_ended": False}
+    again = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    assert again["won"] is True
+    assert [e for e in master.log if isinstance(e, MapperEnded)] == [MapperEnded("app1", 0, 1, 1, 3)]
+    assert master(c.MapperEnd("app1", 0, 0, 0, 1))["all_ended"] is True
+    with pytest.raises(BadRequest):
+        master(c.MapperEnd("app1", 0, 2, 0, 1))
+
+
+def test_revive_moves_to_a_new_epoch_once(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 4))
+    loc0 = master(c.GetLocations("app1", 0, 2))["locations"]
+    assert isinstance(loc0, list) and len(loc0) == 1
+    failed = loc0[0]["primary"]["worker_id"]
+    r1 = master(c.RevivePartition("app1", 0, 2, epoch=0, failed_workers=(failed,)))
+    r2 = master(c.RevivePartition("app1", 0, 2, epoch=0, failed_workers=(failed,)))
+    assert r1 == r2  # a second writer asking for the same revive gets the same answer
+    revived = [e for e in master.log if isinstance(e, PartitionRevived)]
+    assert len(revived) == 1 and revived[0].epoch == 1 and revived[0].primary != failed
+    locs = r1["locations"]
+    assert isinstance(locs, list) and [loc["epoch"] for loc in locs] == [0, 1]
+    with pytest.raises(BadRequest):
+        master(c.RevivePartition("app1", 0, 2, epoch=5))
+
+
+def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 3))
+    with pytest.raises(NotCommitted):
+        master(c.ReportCommit("app1", 0))
+    master(c.MapperEnd("app1", 0, 0, 0, 3))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    p0, r0 = info.current(0).primary, info.current(0).replica
+    p1 = info.current(1).primary
+    assert r0 is not None
+    reply = master(
+        c.ReportCommit("app1", 0, failed_copies=((0, 0, p0), (0, 0, r0), (1, 0, p1)), total_bytes=9)
+    )
+    assert reply["lost_partitions"] == [0]
+    committed = [e for e in master.log if isinstance(e, ShuffleCommitted)]
+    assert committed[0].lost_partitions == (0,)
+    loc = master(c.GetLocations("app1", 0, 0))
+    assert loc["committed"] is True and loc["lost"] is True
+    assert master(c.GetLocations("app1", 0, 1))["lost"] is False
+    # a repeated report changes nothing
+    master(c.ReportCommit("app1", 0))
+    assert len([e for e in master.log if isinstance(e, ShuffleCommitted)]) == 1
+
+
+def test_unregister_and_expiry_release_slots(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 6))
+    master(c.RegisterShuffle("app1", 1, 6))
+    assert sum(w.used_slots for w in master.state.workers.values()) == 24
+    master(c.UnregisterShuffle("app1", 0))
+    assert sum(w.used_slots for w in master.state.workers.values()) == 12
+    with pytest.raises(UnknownShuffle):
+        master(c.GetShuffle("app1", 0))
+    master(c.ExpireApp("app1"))
+    assert sum(w.used_slots for w in master.state.workers.values()) == 0
+    with pytest.raises(UnknownApp):
+        master(c.AppHeartbeat("app1"))
+    assert master(c.UnregisterApp("app1")) == {"changed": False}
+
+
+def test_register_app_generates_ids_and_is_idempotent_with_an_id(master: Master) -> None:
+    a = master(c.RegisterApp("etl"))["app_id"]
+    b = master(c.RegisterApp("etl"))["app_id"]
+    assert isinstance(a, str) and a.startswith("etl-") and a != b
+    assert master(c.RegisterApp("etl", "fixed"))["app_id"] == "fixed"
+    n = len(master.log)
+    master(c.RegisterApp("etl", "fixed"))
+    assert len(master.log) == n
+    with pytest.raises(Conflict):
+        master(c.RegisterApp("other", "fixed"))
+
+
+def test_register_shuffle_with_id_is_idempotent(master: Master) -> None:
+    a = master(c.RegisterShuffle("app1", 2, 4, shuffle_id=7))
+    b = master(c.RegisterShuffle("app1", 2, 4, shuffle_id=7))
+    assert a == b
+    with pytest.raises(Conflict):
+        master(c.RegisterShuffle("app1", 2, 5, shuffle_id=7))
+    assert master(c.RegisterShuffle("app1", 1, 1))["shuffle_id"] == 8
+
+
+def test_worker_heartbeat_asks_unknown_or_lost_workers_to_register(master: Master) -> None:
+    assert master(c.WorkerHeartbeat("w0", "inc1"))["status"] == "active"
+    with pytest.raises(UnknownWorker):
+        master(c.WorkerHeartbeat("w0", "inc2"))
+    master(c.LoseWorker("w0"))
+    with pytest.raises(UnknownWorker):
+        master(c.WorkerHeartbeat("w0", "inc1"))
+    master(c.RegisterWorker("w0", "h0", 1, 2, 3, 4, 1000, "inc2"))
+    assert master.state.workers["w0"].status == "active"
+
+
+def test_a_hundred_thousand_partitions_stay_one_compact_event(master: Master) -> None:
+    from croupier.core.events import encode_event
+
+    master(c.RegisterShuffle("app1", 100, 100_000))
+    assert len(encode_event(master.log[-1])) < 1000
