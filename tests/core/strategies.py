@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from croupier.core import commands as c
 from hypothesis import strategies as st
+
+from croupier.core import commands as c
 
 WORKERS = [f"w{i}" for i in range(5)]
 APPS = ["a0", "a1", "a2"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from croupier.core.commands import COMMAND_TYPES, MapperEnd, RegisterShuffle, decode_command, encode_command
 from croupier.core.config import parse_duration, parse_size
 from croupier.core.errors import (
@@ -18,8 +21,6 @@ from croupier.core.errors import (
 from croupier.core.events import EVENT_TYPES, decode_event
 from croupier.core.ids import app_id, int_id, worker_id
 from croupier.core.wire import HEADER_SIZE, Header, Kind, decode_body
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "..", ".", "a\\b", "x" * 129, "a b", "é", 5, None])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from croupier.core import commands as c
 from croupier.core.decide import decide
 from croupier.core.errors import (

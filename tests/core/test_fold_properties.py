@@ -6,14 +6,14 @@ from __future__ import annotations
 import contextlib
 import random
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from croupier.core.commands import Command, decode_command, encode_command
 from croupier.core.decide import decide
 from croupier.core.errors import CroupierError
 from croupier.core.events import Event, decode_event, encode_event
 from croupier.core.state import MasterState, apply
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.core.strategies import scenarios
 
 

@@ -1,0 +1,92 @@
+"""``AppActor``: one per registered app, on the master.
+
+State it owns:
+    last_seen   the time of the app's last heartbeat (soft state, never logged)
+    shuffles    the app's registered shuffle ids
+
+Threads: every hook runs on the actor's own pykka thread. The master actor
+``tell``s it heartbeats, shuffle changes and sweep ticks; when heartbeats have
+stopped for ``timeout`` it ``tell``s the master an ``ExpireApp`` command once.
+It never ``.get()``s a future (that could deadlock two actors).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from croupier.core.commands import Command, ExpireApp
+
+__all__ = ["AppActor", "AppHeartbeatSeen", "AppShuffleAdded", "AppShuffleRemoved", "AppTick"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppHeartbeatSeen:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class AppShuffleAdded:
+    shuffle_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppShuffleRemoved:
+    shuffle_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class AppTick:
+    now: float
+
+
+class AppActor(pykka.ThreadingActor):
+    """Heartbeat expiry and the shuffle list of one app.
+
+    Parameters:
+        app_id: the app.
+        now: the time it was registered (or the master took over).
+        timeout: heartbeat timeout.
+        submit: hands a command to the master (non-blocking).
+    """
+
+    def __init__(self, app_id: str, now: float, timeout: float, submit: Callable[[Command], None]) -> None:
+        super().__init__()
+        self.app_id = app_id
+        self.last_seen = now
+        self.timeout = timeout
+        self.shuffles: set[int] = set()
+        self._submit = submit
+        self._expiring = False
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case AppHeartbeatSeen(now):
+                self.last_seen = max(self.last_seen, now)
+                self._expiring = False
+            case AppShuffleAdded(sid):
+                self.shuffles.add(sid)
+            case AppShuffleRemoved(sid):
+                self.shuffles.discard(sid)
+            case AppTick(now):
+                if not self._expiring and now - self.last_seen > self.timeout:
+                    self._expiring = True
+                    log.warning(
+                        "app %s sent no heartbeat for %.1fs (timeout %.1fs): expiring it and %d shuffles",
+                        self.app_id,
+                        now - self.last_seen,
+                        self.timeout,
+                        len(self.shuffles),
+                    )
+                    self._submit(ExpireApp(self.app_id))
+            case "describe":
+                return {"app_id": self.app_id, "last_seen": self.last_seen, "shuffles": sorted(self.shuffles)}
+            case _:
+                log.warning("AppActor %s ignored unknown message %r", self.app_id, message)
+        return None

@@ -1,0 +1,297 @@
+"""``MasterActor``: every command to the master goes through this one actor.
+
+State it owns (all on the actor's pykka thread):
+    state       the folded ``MasterState``, including events not yet durable
+    soft        worker heartbeats and load scores, app actors (never logged)
+    committer   the ``GroupCommitter`` that makes events durable before replies
+
+Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded
+events and the reply to the committer -> the committer appends the group to the
+log and only then sends the reply. Replies therefore leave in command order, and
+a reply is never sent for state a crash could take back.
+
+If an append fails, the committer refuses everything decided after it, and this
+actor reloads its state from the log (``Reload``) before it accepts more.
+
+Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from
+any thread (the RPC server's, app actors'). Reply callbacks run on the
+committer's thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
+from croupier.core.commands import (
+    AppHeartbeat,
+    Command,
+    LoseWorker,
+    RegisterShuffle,
+    RegisterWorker,
+    Status,
+    WorkerHeartbeat,
+)
+from croupier.core.config import MasterConfig
+from croupier.core.decide import decide
+from croupier.core.errors import CroupierError, InternalError
+from croupier.core.events import (
+    AppExpired,
+    AppRegistered,
+    AppUnregistered,
+    Event,
+    ShuffleRegistered,
+    ShuffleUnregistered,
+    encode_event,
+)
+from croupier.core.placement import ewma, load_score
+from croupier.core.state import ACTIVE, DECOMMISSIONING, MasterState, apply
+from croupier.ha.eventlog import EventLog
+from croupier.ha.group_commit import GroupCommitter
+from croupier.ha.recovery import load_state
+
+__all__ = ["MasterActor", "ReplyFn", "Submit", "Tick"]
+
+log = logging.getLogger(__name__)
+
+ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    command: Command
+    reply: ReplyFn | None
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Run the liveness sweep at time ``now``."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Reload:
+    reason: str
+
+
+class MasterActor(pykka.ThreadingActor):
+    """The master's state machine shell.
+
+    Parameters:
+        log: an open event log; this actor reads it at start and after failures.
+        config: timeouts, snapshot interval, placement.
+        clock: wall-clock seconds (passed in so tests control time).
+        rng: randomness for placement and app ids.
+        info: extra fields for ``Status`` replies (role, URL, log kind).
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        config: MasterConfig,
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self._log = log
+        self._config = config
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._info = dict(info or {})
+        self.state = MasterState()
+        self._committer = GroupCommitter(
+            log, max_events=config.max_group_events, on_failure=self._committer_failed
+        )
+        self._worker_seen: dict[str, float] = {}
+        self._worker_load: dict[str, float] = {}
+        self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
+        self._grace_until = 0.0
+        self._last_snapshot = 0
+        self.commands = 0
+
+    # -- lifecycle (actor thread) ---------------------------------------------------------
+    def on_start(self) -> None:
+        try:
+            self._load()
+            self._committer.start()
+        except BaseException:
+            # pykka calls neither on_stop nor on_failure when on_start raises
+            self._stop_apps()
+            raise
+
+    def on_stop(self) -> None:
+        self._committer.stop()
+        self._stop_apps()
+
+    def on_failure(self, *args: Any) -> None:
+        self._committer.stop()
+        self._stop_apps()
+
+    def _load(self) -> None:
+        now = self._clock()
+        self.state = load_state(self._log)
+        self._last_snapshot = self.state.seq
+        self._grace_until = now + self._config.takeover_grace
+        self._worker_seen = {wid: now for wid in self.state.workers}
+        self._stop_apps()
+        for app in self.state.apps.values():
+            self._start_app(app.app_id, now)
+            for info in self.state.app_shuffles(app.app_id):
+                self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
+        log.info(
+            "master state loaded at seq %d: %d workers, %d apps, %d shuffles",
+            self.state.seq,
+            len(self.state.workers),
+            len(self.state.apps),
+            len(self.state.shuffles),
+        )
+
+    def _start_app(self, app_id: str, now: float) -> None:
+        self._apps[app_id] = AppActor.start(app_id, now, self._config.app_timeout, self._submit_internal)
+
+    def _stop_apps(self) -> None:
+        for ref in self._apps.values():
+            ref.stop(block=True)
+        self._apps.clear()
+
+    def _submit_internal(self, command: Command) -> None:
+        self.actor_ref.tell(Submit(command, None))
+
+    def _committer_failed(self, error: CroupierError) -> None:
+        log.error("event log append failed (%s); reloading state from the log", error)
+        self.actor_ref.tell(_Reload(str(error)))
+
+    # -- messages -------------------------------------------------------------------------
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case Submit(command, reply):
+                self._handle(command, reply)
+            case Tick(now):
+                self._sweep(now)
+            case _Reload(reason):
+                self._load()
+                self._committer.reset()
+                log.warning("state reloaded from the log after: %s", reason)
+            case "describe":
+                return self._describe()
+            case _:
+                log.warning("MasterActor ignored unknown message %r", message)
+        return None
+
+    def _handle(self, command: Command, reply: ReplyFn | None) -> None:
+        self.commands += 1
+        now = self._clock()
+        command = self._enrich(command, now)
+        try:
+            body, events = decide(self.state, command, now, self._rng)
+        except CroupierError as exc:
+            self._committer.submit((), _deliver(reply, None, exc))
+            return
+        except Exception as exc:
+            log.exception("decide failed on %r", command)
+            self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
+            return
+        if isinstance(command, Status):
+            body = {**body, "master": self._describe()}
+        records: list[bytes] = []
+        try:
+            for event in events:
+                apply(self.state, event)
+                self.state.seq += 1
+                records.append(encode_event(event))
+                self._after(event, now)
+        except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
+            log.exception("apply rejected an event decided for %r", command)
+            self._committer.submit((), _deliver(reply, None, InternalError(str(exc))))
+            self.actor_ref.tell(_Reload(f"apply rejected an event: {exc}"))
+            return
+        if isinstance(command, WorkerHeartbeat | RegisterWorker):
+            self._worker_seen[command.worker_id] = now
+        if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
+            self._apps[command.app_id].tell(AppHeartbeatSeen(now))
+        self._committer.submit(records, _deliver(reply, body, None))
+        if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
+            self._last_snapshot = self.state.seq
+            self._committer.submit_snapshot(self.state.seq, self.state.snapshot_bytes())
+
+    def _enrich(self, command: Command, now: float) -> Command:
+        """Add soft state the pure core needs: load scores for placement."""
+        if isinstance(command, WorkerHeartbeat):
+            score = load_score(command.disk_util, command.io_wait, command.pending_flush)
+            self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
+        if isinstance(command, RegisterShuffle):
+            return dataclasses.replace(command, loads=dict(self._worker_load))
+        return command
+
+    def _after(self, event: Event, now: float) -> None:
+        """Keep the app actors in step with the fold."""
+        match event:
+            case AppRegistered(app_id=app_id):
+                self._start_app(app_id, now)
+            case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
+                ref = self._apps.pop(app_id, None)
+                if ref is not None:
+                    ref.stop(block=False)
+            case ShuffleRegistered(app_id=app_id, shuffle_id=sid):
+                if app_id in self._apps:
+                    self._apps[app_id].tell(AppShuffleAdded(sid))
+            case ShuffleUnregistered(app_id=app_id, shuffle_id=sid):
+                if app_id in self._apps:
+                    self._apps[app_id].tell(AppShuffleRemoved(sid))
+            case _:
+                pass
+
+    def _sweep(self, now: float) -> None:
+        if now < self._grace_until:
+            return
+        timeout = self._config.worker_timeout
+        for wid, worker in self.state.workers.items():
+            if worker.status not in (ACTIVE, DECOMMISSIONING):
+                continue
+            silent = now - self._worker_seen.get(wid, now)
+            if silent > timeout:
+                log.warning("worker %s sent no heartbeat for %.1fs: declaring it lost", wid, silent)
+                self._handle(
+                    LoseWorker(wid, f"no heartbeat for {silent:.1f}s (timeout {timeout:.1f}s)"), None
+                )
+        for ref in self._apps.values():
+            ref.tell(AppTick(now))
+
+    def _describe(self) -> dict[str, Any]:
+        now = self._clock()
+        return {
+            **self._info,
+            "seq": self.state.seq,
+            "commands": self.commands,
+            "log_groups": self._committer.groups,
+            "log_records": self._committer.records,
+            "in_grace": now < self._grace_until,
+            "worker_heartbeat_age": {w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
+            "worker_load": dict(sorted(self._worker_load.items())),
+        }
+
+
+def _deliver(
+    reply: ReplyFn | None, body: dict[str, Any] | None, error: CroupierError | None
+) -> Callable[[CroupierError | None], None] | None:
+    if reply is None:
+        if error is not None and not error.retriable:
+            log.debug("internal command refused: %s", error)
+        return None
+
+    def done(log_error: CroupierError | None) -> None:
+        if log_error is not None:
+            reply(None, log_error)
+        else:
+            reply(body, error)
+
+    return done

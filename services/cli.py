@@ -1,0 +1,191 @@
+"""The ``croupier`` command line (DESIGN §12). Names here are a public contract.
+
+croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT]
+croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
+croupier local [--workers N]
+croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
+croupier admin --master URL status|workers|apps|shuffles [--json]
+croupier admin --master URL decommission WORKER_ID
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from croupier.core.config import MasterConfig, parse_duration
+
+__all__ = ["main"]
+
+DATA_PLANE_PENDING = "coming with the data plane (workers, SDK writer/reader): not built yet"
+
+
+def _default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "croupier" / "master")
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(3600):
+        pass
+
+
+def cmd_master(args: argparse.Namespace) -> int:
+    from croupier.core.urls import parse_listen
+    from croupier.services.master import MasterService
+
+    if args.ha:
+        print(f"croupier master: --ha {args.ha}: the ZooKeeper ensemble is not built yet", file=sys.stderr)
+        return 2
+    config = MasterConfig(
+        worker_timeout=parse_duration(args.worker_timeout),
+        app_timeout=parse_duration(args.app_timeout),
+        takeover_grace=parse_duration(args.grace),
+    )
+    data_dir = args.data_dir or _default_data_dir()
+    with MasterService(parse_listen(args.listen), data_dir, config=config) as master:
+        # the bound URL is the first line on stdout, so scripts can read it
+        print(master.url, flush=True)
+        logging.getLogger("croupier").info("data dir %s", data_dir)
+        _wait_for_signal()
+    return 0
+
+
+def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    from croupier.core.commands import DecommissionWorker, ExcludeWorker, Status
+    from croupier.transports.master_client import MasterClient
+
+    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3) as client:
+        if args.action in ("decommission", "exclude", "include"):
+            if not args.target:
+                print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
+                return 2
+            if args.action == "decommission":
+                out = client.call(DecommissionWorker(args.target))
+            else:
+                out = client.call(ExcludeWorker(args.target, excluded=args.action == "exclude"))
+            print(json.dumps(out) if args.json else f"{args.action} {args.target}: {out}")
+            return 0
+        status = client.call(Status())
+    if args.action == "status":
+        if args.json:
+            print(json.dumps(status, sort_keys=True))
+        else:
+            master = status.get("master", {})
+            print(f"master   {master.get('url', '?')}  role {master.get('role', '?')}  term {status['term']}")
+            print(f"log      {master.get('log', '?')} at seq {status['seq']}")
+            print(
+                f"cluster  {len(status['workers'])} workers, {len(status['apps'])} apps, "
+                f"{len(status['shuffles'])} shuffles"
+            )
+        return 0
+    key, columns = {
+        "workers": (
+            "workers",
+            ["worker_id", "host", "status", "excluded", "used_slots", "slots", "incarnation"],
+        ),
+        "apps": ("apps", ["app_id", "name", "shuffles"]),
+        "shuffles": (
+            "shuffles",
+            ["app_id", "shuffle_id", "num_mappers", "num_partitions", "mappers_ended", "committed"],
+        ),
+    }[args.action]
+    rows = status[key]
+    print(json.dumps(rows, sort_keys=True) if args.json else _table(rows, columns))
+    return 0
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    print(f"croupier {args.command}: {DATA_PLANE_PENDING}", file=sys.stderr)
+    return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
+    parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("master", help="run a master")
+    m.add_argument("--listen", default="127.0.0.1:9097", help="HOST:PORT (port 0 = any free port)")
+    m.add_argument("--data-dir", help=f"event log directory (default {_default_data_dir()})")
+    m.add_argument("--ha", help="zk://HOSTS/ROOT: join a ZooKeeper master ensemble")
+    m.add_argument("--worker-timeout", default="120s", help="declare a silent worker lost after this")
+    m.add_argument("--app-timeout", default="300s", help="expire a silent app after this")
+    m.add_argument("--grace", default="30s", help="no worker or app is declared lost this soon after start")
+    m.set_defaults(func=cmd_master)
+
+    a = sub.add_parser("admin", help="inspect and operate a cluster")
+    a.add_argument("--master", required=True, help="tcp://host:port[,...] or zk://hosts/root")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.add_argument("--timeout", default="10s")
+    a.add_argument(
+        "action", choices=["status", "workers", "apps", "shuffles", "decommission", "exclude", "include"]
+    )
+    a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
+    a.set_defaults(func=cmd_admin)
+
+    w = sub.add_parser("worker", help="run a worker")
+    w.add_argument("--master", required=True)
+    w.add_argument("--listen", default="127.0.0.1")
+    w.add_argument("--dirs", default="")
+    w.set_defaults(func=cmd_pending)
+
+    loc = sub.add_parser("local", help="a master and N workers in the foreground")
+    loc.add_argument("--workers", type=int, default=3)
+    loc.add_argument("--ha", action="store_true")
+    loc.set_defaults(func=cmd_pending)
+
+    d = sub.add_parser("demo", help="run a verified shuffle on an embedded cluster")
+    d.add_argument("--size", default="256MiB")
+    d.add_argument("--mappers", type=int, default=8)
+    d.add_argument("--partitions", type=int, default=64)
+    d.add_argument("--workers", type=int, default=3)
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_pending)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from croupier.core.errors import CroupierError
+
+    try:
+        result: int = args.func(args)
+    except CroupierError as exc:
+        print(f"croupier {args.command}: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"croupier {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())
