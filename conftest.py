@@ -1,0 +1,70 @@
+"""Root fixtures for tests/ and integration/: every test must clean up after itself.
+
+The autouse ``no_leaks`` fixture fails a test that leaves behind threads, pykka
+actors, child processes or open sockets. Anything a test starts, it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pykka
+import pytest
+
+
+def _socket_fds() -> set[str]:
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            out.add(f"{fd}->{target}")
+    return out
+
+
+def _children() -> set[int]:
+    kids: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as fh:
+                kids.update(int(pid) for pid in fh.read().split())
+        except OSError:
+            continue
+    return kids
+
+
+def _threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    threads, sockets, children = _threads(), _socket_fds(), _children()
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        leaked_threads = [t.name for t in _threads() - threads]
+        leaked_actors = [repr(ref) for ref in pykka.ActorRegistry.get_all()]
+        leaked_children = sorted(_children() - children)
+        leaked_sockets = sorted(_socket_fds() - sockets)
+        if not (leaked_threads or leaked_actors or leaked_children or leaked_sockets):
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    pykka.ActorRegistry.stop_all()
+    problems = []
+    if leaked_threads:
+        problems.append(f"threads {leaked_threads}")
+    if leaked_actors:
+        problems.append(f"actors {leaked_actors}")
+    if leaked_children:
+        problems.append(f"child processes {leaked_children}")
+    if leaked_sockets:
+        problems.append(f"sockets {leaked_sockets}")
+    pytest.fail("test leaked " + "; ".join(problems))

@@ -1,0 +1,78 @@
+"""The package layout: every folder with an __init__.py is mapped in pyproject (DESIGN §3)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import croupier
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {
+    "sdk": "croupier",
+    "core": "croupier.core",
+    "actors": "croupier.actors",
+    "ha": "croupier.ha",
+    "transports": "croupier.transports",
+    "storage": "croupier.storage",
+    "services": "croupier.services",
+}
+
+
+def _pyproject() -> dict[str, object]:
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def test_every_package_folder_is_listed_in_pyproject() -> None:
+    setuptools = _pyproject()["tool"]["setuptools"]  # type: ignore[index]
+    packages = set(setuptools["packages"])
+    package_dir = setuptools["package-dir"]
+    expected = set()
+    for top, name in FOLDERS.items():
+        assert package_dir[name] == top
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top)
+            expected.add(".".join([name, *rel.parts]))
+    missing = expected - packages
+    assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
+    assert packages <= expected, f"listed but without __init__.py: {sorted(packages - expected)}"
+
+
+def test_there_is_no_top_level_croupier_folder() -> None:
+    # it would shadow the installed package when running from the repo root
+    assert not (ROOT / "croupier").exists()
+
+
+def test_core_imports_only_the_standard_library_and_itself() -> None:
+    import sys
+
+    allowed = set(sys.stdlib_module_names) | {"croupier"}
+    for path in (ROOT / "core").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top in allowed, f"{path.name} imports {name}: core/ is stdlib only"
+                if top == "croupier":
+                    assert name.startswith("croupier.core"), (
+                        f"{path.name} imports {name}: core/ imports only core"
+                    )
+
+
+def test_import_croupier_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, croupier.core.ids; print(sorted(m for m in ('zmq','pykka','kazoo') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert croupier.__version__
