@@ -69,6 +69,14 @@ class MsgType(IntEnum):
     UNREGISTER_SHUFFLE = 35
     GET_SHUFFLE = 36
     STATUS = 40
+    # worker data plane (JSON body + raw payload frames, see core/dataplane.py)
+    PUSH = 50
+    REPLICATE = 51
+    COMMIT_FILES = 52
+    OPEN_STREAM = 53
+    FETCH_CHUNK = 54
+    DESTROY = 55
+    WORKER_INFO = 56
 
 
 @dataclass(frozen=True, slots=True)

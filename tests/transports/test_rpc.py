@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import zmq
+
 from croupier.core.errors import (
     BY_STATUS,
     BadRequest,
@@ -28,27 +29,6 @@ from croupier.core.errors import (
 )
 from croupier.core.wire import MsgType
 from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
-
-# pyzmq starts one process-wide daemon thread the first time a frame is sent
-# zero-copy (zmq.utils.garbage); it is not ours to stop.
-_FOREIGN_THREADS = ("GarbageCollectorThread",)
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_threads() -> Iterator[None]:
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 5.0
-    while True:
-        extra = [
-            t
-            for t in threading.enumerate()
-            if t not in before and t.is_alive() and type(t).__name__ not in _FOREIGN_THREADS
-        ]
-        if not extra or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    assert not extra, f"threads left running: {extra}"
 
 
 @pytest.fixture

@@ -10,38 +10,20 @@ import os
 import socket
 import struct
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 import zmq
-from croupier.core.errors import BadRequest, RequestTimeout
-from croupier.core.wire import MAGIC, Header, Kind, MsgType
-from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from croupier.core.errors import BadRequest, RequestTimeout
+from croupier.core.wire import MAGIC, Header, Kind, MsgType
+from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
+
 _Ctx = zmq.Context[zmq.Socket[bytes]]
 _Sock = zmq.Socket[bytes]
-_FOREIGN_THREADS = ("GarbageCollectorThread",)  # pyzmq's process-wide zero-copy helper
 ALLOWED = (MsgType.PING, MsgType.STATUS)
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_threads() -> Iterator[None]:
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 5.0
-    while True:
-        extra = [
-            t
-            for t in threading.enumerate()
-            if t not in before and t.is_alive() and type(t).__name__ not in _FOREIGN_THREADS
-        ]
-        if not extra or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    assert not extra, f"threads left running: {extra}"
 
 
 @pytest.fixture

@@ -1,0 +1,97 @@
+"""Frame-level helpers shared by the RPC server and client (and later pipelines).
+
+The byte layout lives in :mod:`croupier.core.wire`; this module only turns a
+list of ZeroMQ frames into checked parts, and back. No sockets here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from croupier.core.errors import BadRequest, CroupierError, InternalError
+from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, decode_body, encode_body
+
+__all__ = [
+    "COPY_THRESHOLD",
+    "Frames",
+    "ParsedMessage",
+    "Payload",
+    "encode_error_body",
+    "parse_message",
+    "peek_ids",
+    "reply_frames",
+]
+
+# pyzmq copies frames under 64 KiB even with copy=False; above it, zero-copy
+# hands the buffer to libzmq, which is what DESIGN §9 asks for payloads.
+COPY_THRESHOLD = 64 * 1024
+
+Payload = bytes | memoryview
+Frames = list[Payload]
+
+# msg_type (u16) at offset 6 and request_id (u64) at offset 8, see core/wire.py.
+_IDS = struct.Struct("<HQ")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedMessage:
+    """A checked message: header, JSON body and raw payload views."""
+
+    header: Header
+    body: dict[str, Any]
+    payloads: list[memoryview]
+
+
+def peek_ids(frame: Payload) -> tuple[int, int]:
+    """Best-effort ``(msg_type, request_id)`` of a header that failed to parse.
+
+    Only trusted when the frame has the right size and magic (a wrong version or
+    kind still lets the sender match the BAD_REQUEST reply); otherwise ``(0, 0)``.
+    """
+    if len(frame) != HEADER_SIZE or bytes(frame[:4]) != MAGIC:
+        return 0, 0
+    msg_type, request_id = _IDS.unpack_from(frame, 6)
+    return int(msg_type), int(request_id)
+
+
+def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
+    """Check ``[header, body, *payloads]`` (the ROUTER identity already removed).
+
+    Parameters:
+        frames: zero-copy views of the received frames.
+        expect: the kind the receiver accepts (servers take REQUEST, clients REPLY).
+
+    Raises:
+        BadRequest: fewer than 2 frames, bad header, wrong kind, body not a JSON object.
+    """
+    if len(frames) < 2:
+        raise BadRequest(f"a message needs at least 2 frames (header, body), got {len(frames)}")
+    header = Header.decode(frames[0])
+    if header.kind != expect:
+        raise BadRequest(f"expected a {expect.name} header, got {header.kind.name}")
+    body = decode_body(frames[1])
+    return ParsedMessage(header, body, list(frames[2:]))
+
+
+def encode_error_body(exc: CroupierError) -> tuple[int, bytes]:
+    """``(status, body bytes)`` of an error reply.
+
+    Falls back to a plain InternalError when ``exc.details`` is not JSON-encodable,
+    so that a bad error object can never leave a request unanswered.
+    """
+    try:
+        return exc.status, encode_body(exc.to_wire())
+    except (TypeError, ValueError):
+        fallback = InternalError(f"{exc.code}: {exc.message} (details were not JSON-encodable)")
+        return fallback.status, encode_body(fallback.to_wire())
+
+
+def reply_frames(
+    msg_type: int, request_id: int, status: int, body: bytes, payloads: Sequence[Payload] = ()
+) -> Frames:
+    """Frames of a reply: ``[header, body, *payloads]``."""
+    header = Header(Kind.REPLY, msg_type, request_id, status).encode()
+    return [header, body, *payloads]
