@@ -30,6 +30,7 @@ from typing import Any
 import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
+from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan, Copy
 from croupier.core.commands import (
     AppHeartbeat,
     Command,
@@ -47,12 +48,13 @@ from croupier.core.events import (
     AppRegistered,
     AppUnregistered,
     Event,
+    MapperEnded,
     ShuffleRegistered,
     ShuffleUnregistered,
     encode_event,
 )
 from croupier.core.placement import ewma, load_score
-from croupier.core.state import ACTIVE, DECOMMISSIONING, MasterState, apply
+from croupier.core.state import ACTIVE, DECOMMISSIONING, LOST, MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
@@ -98,10 +100,13 @@ class MasterActor(pykka.ThreadingActor):
         log: EventLog,
         config: MasterConfig,
         clock: Callable[[], float],
+        *,
         rng: random.Random | None = None,
         info: dict[str, Any] | None = None,
+        coordinator: CommitCoordinator | None = None,
     ) -> None:
         super().__init__()
+        self._coordinator = coordinator
         self._log = log
         self._config = config
         self._clock = clock
@@ -147,6 +152,9 @@ class MasterActor(pykka.ThreadingActor):
             self._start_app(app.app_id, now)
             for info in self.state.app_shuffles(app.app_id):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
+        for info in self.state.shuffles.values():
+            if info.all_ended and info.commit is None:
+                self._start_commit(info.app_id, info.shuffle_id)
         log.info(
             "master state loaded at seq %d: %d workers, %d apps, %d shuffles",
             self.state.seq,
@@ -241,14 +249,46 @@ class MasterActor(pykka.ThreadingActor):
                 ref = self._apps.pop(app_id, None)
                 if ref is not None:
                     ref.stop(block=False)
+                self._destroy(app_id, None)
             case ShuffleRegistered(app_id=app_id, shuffle_id=sid):
                 if app_id in self._apps:
                     self._apps[app_id].tell(AppShuffleAdded(sid))
             case ShuffleUnregistered(app_id=app_id, shuffle_id=sid):
                 if app_id in self._apps:
                     self._apps[app_id].tell(AppShuffleRemoved(sid))
+                self._destroy(app_id, sid)
+            case MapperEnded(app_id=app_id, shuffle_id=sid):
+                info = self.state.shuffle(app_id, sid)
+                if info is not None and info.all_ended and info.commit is None:
+                    self._start_commit(app_id, sid)
             case _:
                 pass
+
+    def _control_urls(self) -> dict[str, str]:
+        return {
+            w.worker_id: f"tcp://{w.host}:{w.control_port}"
+            for w in self.state.workers.values()
+            if w.status != LOST
+        }
+
+    def _start_commit(self, app_id: str, shuffle_id: int) -> None:
+        """Every map has ended: commit the shuffle's files on its workers (off this thread)."""
+        info = self.state.shuffle(app_id, shuffle_id)
+        if self._coordinator is None or info is None:
+            return
+        copies = []
+        for p in range(info.num_partitions):
+            for loc in info.locations(p):
+                copies.append(Copy(p, loc.epoch, loc.primary, "primary", loc.incarnation(loc.primary)))
+                if loc.replica is not None:
+                    copies.append(Copy(p, loc.epoch, loc.replica, "replica", loc.incarnation(loc.replica)))
+        urls = self._control_urls()
+        workers = {w: urls[w] for w in info.workers() if w in urls}
+        self._coordinator.commit(CommitPlan(app_id, shuffle_id, tuple(copies), workers, dict(info.winners)))
+
+    def _destroy(self, app_id: str, shuffle_id: int | None) -> None:
+        if self._coordinator is not None:
+            self._coordinator.destroy(app_id, shuffle_id, self._control_urls())
 
     def _sweep(self, now: float) -> None:
         if now < self._grace_until:

@@ -93,8 +93,28 @@ class WorkerConfig:
 
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
+    """SDK settings.
+
+    Parameters:
+        rpc_timeout: per-request reply timeout (master calls, pushes, fetches), seconds.
+        rpc_retries: master call attempts over its endpoints.
+        app_heartbeat_interval: seconds between ``AppHeartbeat`` calls.
+        push_buffer_size: a partition's buffer becomes a batch at this size.
+        max_in_flight_per_worker: push messages in flight per worker (Celeborn's default).
+        push_merge_size: small batches bound for the same worker pair are merged up to this size.
+        writer_memory_limit: a writer's partial buffers together; above it the largest are pushed early.
+        max_revives_per_partition: revives a writer asks for one partition before it gives up.
+        fetch_chunks_in_flight: chunks a reader fetches ahead.
+        commit_wait_timeout: how long a reader waits for the shuffle to commit, seconds.
+    """
+
     rpc_timeout: float = 30.0
     rpc_retries: int = 3
     app_heartbeat_interval: float = 10.0
     push_buffer_size: int = 64 * 1024
     max_in_flight_per_worker: int = 32
+    push_merge_size: int = 2 * 1024**2
+    writer_memory_limit: int = 64 * 1024**2
+    max_revives_per_partition: int = 5
+    fetch_chunks_in_flight: int = 3
+    commit_wait_timeout: float = 300.0

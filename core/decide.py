@@ -118,9 +118,24 @@ def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Re
     }
 
 
-def shuffle_reply(info: ShuffleInfo) -> Reply:
+def shuffle_reply(info: ShuffleInfo, state: MasterState | None = None) -> Reply:
+    """A shuffle's summary; with ``state``, also what writers need to push.
+
+    ``workers`` maps every worker of the shuffle to its address, and ``revived``
+    lists the current location of each revived partition as
+    ``[partition, epoch, primary, replica]``.
+    """
     commit = info.commit
+    extra: Reply = {}
+    if state is not None:
+        extra["workers"] = {
+            wid: state.workers[wid].address() for wid in sorted(info.workers()) if wid in state.workers
+        }
+        extra["revived"] = [
+            [p, locs[-1].epoch, locs[-1].primary, locs[-1].replica] for p, locs in sorted(info.revivals.items())
+        ]
     return {
+        **extra,
         "app_id": info.app_id,
         "shuffle_id": info.shuffle_id,
         "num_mappers": info.num_mappers,
@@ -258,7 +273,7 @@ def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng:
                 cmd.replicate,
             ):
                 raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id} exists with other sizes")
-            return shuffle_reply(existing), []
+            return shuffle_reply(existing, state), []
         sid = cmd.shuffle_id
     else:
         sid = state.apps[cmd.app_id].next_shuffle_id
@@ -267,7 +282,7 @@ def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng:
     pairs = place(candidates(state), cmd.num_partitions, cmd.replicate, rng, loads=cmd.loads)
     event = ShuffleRegistered(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
     info = ShuffleInfo(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
-    return shuffle_reply(info), [event]
+    return shuffle_reply(info, state), [event]
 
 
 def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Random) -> Decision:
@@ -283,8 +298,16 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
         avoid = frozenset(cmd.failed_workers)
         pairs = place(candidates(state, avoid), 1, info.replicate, rng)
         primary, replica = pairs[0]
+        incarnations = _incarnations(state, {w for w in (primary, replica) if w is not None})
         event = PartitionRevived(
-            cmd.app_id, cmd.shuffle_id, cmd.partition, current.epoch + 1, primary, replica, cmd.reason
+            cmd.app_id,
+            cmd.shuffle_id,
+            cmd.partition,
+            current.epoch + 1,
+            primary,
+            replica,
+            cmd.reason,
+            incarnations,
         )
         shadow = ShuffleInfo(
             info.app_id,
@@ -294,11 +317,16 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
             info.replicate,
             info.pairs,
             info.registered_at,
+            info.incarnations,
         )
         shadow.revivals = {cmd.partition: [*info.revivals.get(cmd.partition, [])]}
-        shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica))
+        shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica, incarnations))
         return locations_reply(state_with(state, shadow), shadow, cmd.partition), [event]
     return locations_reply(state, info, cmd.partition), []
+
+
+def _incarnations(state: MasterState, workers: set[str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((w, state.workers[w].incarnation) for w in workers))
 
 
 def state_with(state: MasterState, info: ShuffleInfo) -> MasterState:
@@ -369,7 +397,7 @@ def _get_locations(state: MasterState, cmd: GetLocations, now: float, rng: rando
 
 
 def _get_shuffle(state: MasterState, cmd: GetShuffle, now: float, rng: random.Random) -> Decision:
-    return shuffle_reply(_shuffle(state, cmd.app_id, cmd.shuffle_id)), []
+    return shuffle_reply(_shuffle(state, cmd.app_id, cmd.shuffle_id), state), []
 
 
 def _unregister_shuffle(

@@ -131,6 +131,8 @@ class ShuffleRegistered(Event):
     replicate: bool
     pairs: tuple[Pair, ...]
     at: float
+    # (worker, incarnation) at placement: a copy on a worker that has since restarted lost its memory
+    incarnations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +147,7 @@ class PartitionRevived(Event):
     primary: str
     replica: str | None
     reason: str
+    incarnations: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

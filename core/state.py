@@ -108,11 +108,15 @@ class AppInfo:
 
 @dataclass(frozen=True, slots=True)
 class Location:
-    """One epoch of one partition."""
+    """One epoch of one partition, with the incarnations its workers had when it was placed."""
 
     epoch: int
     primary: str
     replica: str | None
+    incarnations: tuple[tuple[str, str], ...] = ()
+
+    def incarnation(self, worker: str) -> str | None:
+        return dict(self.incarnations).get(worker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,7 @@ class ShuffleInfo:
     replicate: bool
     pairs: tuple[tuple[str, str | None], ...]
     registered_at: float
+    incarnations: tuple[tuple[str, str], ...] = ()
     revivals: dict[int, list[Location]] = field(default_factory=dict)
     winners: dict[int, tuple[int, int]] = field(default_factory=dict)  # map -> (attempt, touched)
     commit: CommitInfo | None = None
@@ -140,7 +145,7 @@ class ShuffleInfo:
     def locations(self, partition: int) -> list[Location]:
         """Every epoch of ``partition``, oldest first."""
         primary, replica = self.pairs[partition % len(self.pairs)]
-        return [Location(0, primary, replica), *self.revivals.get(partition, [])]
+        return [Location(0, primary, replica, self.incarnations), *self.revivals.get(partition, [])]
 
     def current(self, partition: int) -> Location:
         return self.locations(partition)[-1]
@@ -328,6 +333,7 @@ def apply(state: MasterState, event: Event) -> MasterState:
                 replicate=event.replicate,
                 pairs=event.pairs,
                 registered_at=event.at,
+                incarnations=event.incarnations,
             )
             state.shuffles[(event.app_id, event.shuffle_id)] = info
             app.next_shuffle_id = max(app.next_shuffle_id, event.shuffle_id + 1)
@@ -345,7 +351,7 @@ def apply(state: MasterState, event: Event) -> MasterState:
             if event.replica is not None:
                 _need_worker(state, event.replica, event).used_slots += 1
             info.revivals.setdefault(event.partition, []).append(
-                Location(event.epoch, event.primary, event.replica)
+                Location(event.epoch, event.primary, event.replica, event.incarnations)
             )
         case MapperEnded():
             info = _need_shuffle(state, event.app_id, event.shuffle_id, event)

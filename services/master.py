@@ -19,8 +19,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
+from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import MasterActor, Submit, Tick
-from croupier.core.commands import COMMAND_TYPES, decode_command
+from croupier.core.commands import COMMAND_TYPES, Command, decode_command
 from croupier.core.config import MasterConfig
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog, MemoryEventLog
@@ -64,6 +65,7 @@ class MasterService:
         self._actor: Any = None
         self._server: RpcServer | None = None
         self._ticker: threading.Thread | None = None
+        self._coordinator: CommitCoordinator | None = None
         self._stop_ticker = threading.Event()
 
     @property
@@ -85,7 +87,10 @@ class MasterService:
             # bind first so that the URL (port 0) is known for status replies
             self._server.start()
             info = {"role": "standalone", "url": self._server.url, "log": type(self._log).__name__}
-            self._actor = MasterActor.start(self._log, self.config, self._clock, self._rng, info)
+            self._coordinator = CommitCoordinator(self._submit_internal)
+            self._actor = MasterActor.start(
+                self._log, self.config, self._clock, self._rng, info, self._coordinator
+            )
             if self.config.sweep_interval > 0:
                 self._ticker = threading.Thread(target=self._tick_loop, name="master-ticker", daemon=True)
                 self._ticker.start()
@@ -103,6 +108,9 @@ class MasterService:
             self._ticker = None
         if self._server is not None:
             self._server.stop()
+        if self._coordinator is not None:
+            self._coordinator.stop()
+            self._coordinator = None
         if self._actor is not None:
             self._actor.stop(block=True)
             self._actor = None
@@ -127,6 +135,11 @@ class MasterService:
         """The actor's soft state, for tests and the CLI."""
         result: dict[str, Any] = self._actor.ask("describe")
         return result
+
+    def _submit_internal(self, command: Command) -> None:
+        actor = self._actor
+        if actor is not None:
+            actor.tell(Submit(command, None))
 
     def _tick_loop(self) -> None:
         while not self._stop_ticker.wait(self.config.sweep_interval):

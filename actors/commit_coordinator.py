@@ -1,0 +1,191 @@
+"""``CommitCoordinator``: the master's side effects on workers: CommitFiles and Destroy.
+
+State it owns:
+    in_progress   shuffles whose commit is running (a second request is ignored)
+    an ``AsyncRpcClient`` for worker RPCs, so the master actor never blocks on a worker
+
+When every map of a shuffle has ended, the master actor hands over a
+``CommitPlan``: every copy of every location with the worker incarnation it was
+placed on. The coordinator sends ``COMMIT_FILES`` to every worker in parallel
+(with retries), decides which copies failed, and submits ``ReportCommit`` to the
+master, which logs ``ShuffleCommitted``. A copy failed when its worker cannot be
+reached, reports an error for it, or no longer holds it after a restart (a new
+incarnation lost what was in memory). A worker of the same incarnation that
+holds nothing for a location simply received no data for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from croupier.core.codec import to_json
+from croupier.core.commands import Command, ReportCommit
+from croupier.core.dataplane import CommitFiles, Destroy
+from croupier.core.errors import CroupierError
+from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.rpc import Reply
+
+__all__ = ["CommitCoordinator", "CommitPlan", "Copy"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    partition: int
+    epoch: int
+    worker: str
+    role: str
+    incarnation: str | None  # the worker's incarnation when the location was placed
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPlan:
+    app_id: str
+    shuffle_id: int
+    copies: tuple[Copy, ...]
+    workers: dict[str, str]  # worker -> control URL, for workers that are not lost
+    winners: dict[int, tuple[int, int]] = field(default_factory=dict)  # map -> (attempt, touched)
+
+
+class CommitCoordinator:
+    """Parameters:
+    submit: hands a command to the master actor (non-blocking).
+    timeout: per-try timeout of a worker RPC (a commit flushes, so it can take a while).
+    tries: tries per worker.
+
+    All worker RPCs go through one ``AsyncRpcClient``; its callbacks run on its
+    thread, so nothing here blocks, and ``stop`` ends everything at once.
+    """
+
+    def __init__(self, submit: Callable[[Command], None], *, timeout: float = 120.0, tries: int = 4) -> None:
+        self._submit = submit
+        self._timeout = timeout
+        self._tries = tries
+        self._client = AsyncRpcClient(timeout=timeout, name="master-commit")
+        self._client.start()
+        self._lock = threading.Lock()
+        self._in_progress: set[tuple[str, int]] = set()
+        self._stopped = False
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._client.stop()
+
+    def commit(self, plan: CommitPlan) -> None:
+        """Start committing ``plan`` (returns at once; a running commit of the same shuffle wins)."""
+        key = (plan.app_id, plan.shuffle_id)
+        with self._lock:
+            if self._stopped or key in self._in_progress:
+                return
+            self._in_progress.add(key)
+        replies: dict[str, dict[str, Any] | None] = {}
+        remaining = [len(plan.workers)]
+
+        def finished(worker: str, body: dict[str, Any] | None) -> None:
+            with self._lock:
+                replies[worker] = body
+                remaining[0] -= 1
+                done = remaining[0] == 0
+                if done:
+                    self._in_progress.discard(key)
+                stopped = self._stopped
+            if done and not stopped:
+                self._submit(self._report(plan, replies))
+
+        if not plan.workers:
+            finished("", None)
+            return
+        for worker, url in plan.workers.items():
+            self._call(worker, url, CommitFiles(plan.app_id, plan.shuffle_id), self._tries, finished)
+
+    def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
+        """Ask every worker to delete a shuffle's (or an app's) files; best effort."""
+        for worker, url in workers.items():
+            self._call(worker, url, Destroy(app_id, shuffle_id), 2, lambda _w, _b: None)
+
+    def _call(
+        self,
+        worker: str,
+        url: str,
+        body: CommitFiles | Destroy,
+        tries: int,
+        done: Callable[[str, dict[str, Any] | None], None],
+    ) -> None:
+        def callback(reply: Reply | None, error: CroupierError | None) -> None:
+            if reply is not None:
+                done(worker, reply.body)
+                return
+            assert error is not None
+            log.warning(
+                "%s to worker %s (%s) failed (%d tries left): %s",
+                type(body).__name__,
+                worker,
+                url,
+                tries - 1,
+                error,
+            )
+            with self._lock:
+                stopped = self._stopped
+            if tries > 1 and error.retriable and not stopped:
+                self._call(worker, url, body, tries - 1, done)
+            else:
+                done(worker, None)
+
+        self._client.send(url, int(body.TYPE), to_json(body), (), callback, timeout=self._timeout)
+
+    @staticmethod
+    def _report(plan: CommitPlan, replies: dict[str, dict[str, Any] | None]) -> ReportCommit:
+        held: dict[tuple[int, int, str, str], dict[str, Any]] = {}
+        incarnation: dict[str, str] = {}
+        total_bytes = 0
+        total_batches = 0
+        sealed: dict[tuple[int, int], set[int]] = {}
+        for w, reply in replies.items():
+            if reply is None:
+                continue
+            incarnation[w] = str(reply.get("incarnation", ""))
+            for loc in reply.get("locations", []):
+                key = (int(loc["partition"]), int(loc["epoch"]), w, str(loc["role"]))
+                held[key] = loc
+                if loc.get("ok") and loc["role"] == "primary":
+                    total_bytes += int(loc.get("bytes", 0))
+                    total_batches += int(loc.get("batches", 0))
+                for m, a, _count in loc.get("seals", []) if loc.get("ok") else []:
+                    sealed.setdefault((int(m), int(a)), set()).add(int(loc["partition"]))
+        failed: list[tuple[int, int, str]] = []
+        for copy in plan.copies:
+            reply = replies.get(copy.worker)
+            loc = held.get((copy.partition, copy.epoch, copy.worker, copy.role))
+            if reply is None:
+                failed.append((copy.partition, copy.epoch, copy.worker))  # unreachable or lost
+            elif loc is not None:
+                if not loc.get("ok"):
+                    log.error("worker %s failed to commit %s: %s", copy.worker, copy, loc.get("error"))
+                    failed.append((copy.partition, copy.epoch, copy.worker))
+            elif copy.incarnation is not None and incarnation.get(copy.worker) != copy.incarnation:
+                failed.append((copy.partition, copy.epoch, copy.worker))  # restarted: memory lost
+        for m, (attempt, touched) in sorted(plan.winners.items()):
+            found = len(sealed.get((m, attempt), ()))
+            if found < touched:
+                log.warning(
+                    "shuffle %s/%d: map %d attempt %d touched %d partitions but %d seals were committed",
+                    plan.app_id,
+                    plan.shuffle_id,
+                    m,
+                    attempt,
+                    touched,
+                    found,
+                )
+        if failed:
+            log.warning(
+                "shuffle %s/%d: %d copies failed at commit", plan.app_id, plan.shuffle_id, len(failed)
+            )
+        return ReportCommit(
+            plan.app_id, plan.shuffle_id, tuple(sorted(set(failed))), total_bytes, total_batches
+        )

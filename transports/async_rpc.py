@@ -1,0 +1,297 @@
+"""``AsyncRpcClient``: many requests in flight to many servers, from one thread.
+
+The data plane needs pipelining: a writer keeps a window of pushes in flight to
+every worker, and a primary forwards pushes to replicas without blocking its push
+server. One thread owns one DEALER socket per endpoint (a socket belongs to one
+thread), sends what other threads queue with ``send``, matches replies by request
+id, and runs each request's callback exactly once: with the reply, with the
+server's error, or with ``RequestTimeout`` / ``Unavailable``.
+
+Callbacks run on the client's thread and must not block.
+
+Usage::
+
+    client = AsyncRpcClient(timeout=30)
+    client.start()
+    client.send("tcp://127.0.0.1:7001", MsgType.PUSH, body, payloads, callback)
+    client.stop()   # pending callbacks get Unavailable
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from croupier.core.errors import (
+    BadRequest,
+    CroupierError,
+    RequestTimeout,
+    Unavailable,
+    error_from_wire,
+)
+from croupier.core.wire import Header, Kind, encode_body
+from croupier.transports._framing import Payload, parse_message
+from croupier.transports.rpc import Reply
+
+__all__ = ["AsyncRpcClient", "Callback"]
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Reply | None, CroupierError | None], None]
+_U64 = (1 << 64) - 1
+_Context = zmq.Context[zmq.Socket[bytes]]
+_Socket = zmq.Socket[bytes]
+
+
+@dataclass(slots=True)
+class _Pending:
+    url: str
+    msg_type: int
+    callback: Callback
+    deadline: float
+    generation: int
+
+
+@dataclass(slots=True)
+class _Peer:
+    sock: _Socket
+    generation: int
+    pending: set[int] = field(default_factory=set)
+
+
+class AsyncRpcClient:
+    """A pipelined DEALER client for many endpoints.
+
+    State (owned by the client thread):
+        peers: endpoint -> DEALER socket and its in-flight request ids.
+        pending: request id -> callback and deadline.
+
+    Parameters:
+        context: a shared ZeroMQ context (default: the process-wide instance).
+        timeout: default per-request deadline, seconds.
+        name: the thread's name.
+    """
+
+    def __init__(
+        self, *, context: _Context | None = None, timeout: float = 30.0, name: str = "async-rpc"
+    ) -> None:
+        self._context = context or zmq.Context.instance()
+        self._timeout = timeout
+        self._name = name
+        self._outbox: queue.SimpleQueue[tuple[str, int, int, list[Payload], Callback, float]] = (
+            queue.SimpleQueue()
+        )
+        self._ids = itertools.count(1)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._wake_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._stopping = False
+        self._peers: dict[str, _Peer] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._deadlines: list[tuple[float, int]] = []
+        self._generation = itertools.count(1)
+        self._started = False
+        self._closed = False
+        self.sent = 0
+        self.timeouts = 0
+
+    def start(self) -> None:
+        self._started = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; every pending request's callback gets ``Unavailable``. Idempotent."""
+        if self._closed:
+            return
+        self._stopping = True
+        self._wake()
+        if self._started:
+            self._thread.join()
+        else:
+            self._fail_all(Unavailable("the client was never started"))
+        with self._wake_lock:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._closed = True
+
+    def send(
+        self,
+        url: str,
+        msg_type: int,
+        body: dict[str, Any],
+        payloads: Sequence[Payload],
+        callback: Callback,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Queue one request (any thread). Payloads must not change until the callback runs."""
+        if self._stopping:
+            callback(None, Unavailable("the client is stopping"))
+            return
+        request_id = next(self._ids) & _U64 or 1
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        frames: list[Payload] = [
+            Header(Kind.REQUEST, msg_type, request_id).encode(),
+            encode_body(body),
+            *payloads,
+        ]
+        self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
+        self._wake()
+
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    # -- the client thread -----------------------------------------------------------------
+    def _wake(self) -> None:
+        with self._wake_lock:
+            if self._closed:
+                return
+            with contextlib.suppress(BlockingIOError):
+                os.write(self._wake_w, b"\0")
+
+    def _peer(self, url: str) -> _Peer:
+        peer = self._peers.get(url)
+        if peer is None:
+            sock = self._context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDHWM, 100_000)
+            sock.setsockopt(zmq.RCVHWM, 100_000)
+            sock.connect(url)
+            peer = self._peers[url] = _Peer(sock, next(self._generation))
+            self._poller.register(sock, zmq.POLLIN)
+        return peer
+
+    def _drop_peer(self, url: str, error: CroupierError) -> None:
+        """Forget a peer's socket (a lazy-pirate reset) and fail what was in flight on it."""
+        peer = self._peers.pop(url, None)
+        if peer is None:
+            return
+        self._poller.unregister(peer.sock)
+        peer.sock.close(linger=0)
+        for rid in list(peer.pending):
+            self._finish(rid, None, error)
+
+    def _finish(self, request_id: int, reply: Reply | None, error: CroupierError | None) -> None:
+        pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return  # a late reply to a request that already timed out
+        peer = self._peers.get(pending.url)
+        if peer is not None:
+            peer.pending.discard(request_id)
+        try:
+            pending.callback(reply, error)
+        except Exception:
+            log.exception("callback of request %d to %s failed", request_id, pending.url)
+
+    def _fail_all(self, error: CroupierError) -> None:
+        while True:
+            try:
+                url, _, _, _, callback, _ = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                callback(None, error)
+            except Exception:
+                log.exception("callback for %s failed", url)
+        for rid in list(self._pending):
+            self._finish(rid, None, error)
+
+    def _run(self) -> None:
+        self._poller = zmq.Poller()
+        self._poller.register(self._wake_r, zmq.POLLIN)
+        try:
+            while not self._stopping:
+                timeout_ms = 1000
+                if self._deadlines:
+                    timeout_ms = max(0, min(1000, int((self._deadlines[0][0] - time.monotonic()) * 1000) + 1))
+                events = dict(self._poller.poll(timeout_ms))
+                if self._wake_r in events:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self._wake_r, 4096):
+                            pass
+                self._send_queued()
+                for url, peer in list(self._peers.items()):
+                    if peer.sock in events:
+                        self._receive(url, peer)
+                self._expire()
+        except Exception:  # pragma: no cover - a bug; fail loudly but answer every callback
+            log.exception("async RPC client thread failed")
+        finally:
+            self._fail_all(Unavailable("the client stopped"))
+            for url in list(self._peers):
+                self._drop_peer(url, Unavailable("the client stopped"))
+
+    def _send_queued(self) -> None:
+        while True:
+            try:
+                url, msg_type, rid, frames, callback, deadline = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                peer = self._peer(url)
+            except zmq.ZMQError as exc:
+                callback(None, Unavailable(f"cannot connect to {url}: {exc}"))
+                continue
+            self._pending[rid] = _Pending(url, msg_type, callback, deadline, peer.generation)
+            peer.pending.add(rid)
+            heapq.heappush(self._deadlines, (deadline, rid))
+            try:
+                peer.sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                self.sent += 1
+            except zmq.Again:
+                self._finish(rid, None, Unavailable(f"{url} has too many queued requests"))
+            except zmq.ZMQError as exc:
+                self._finish(rid, None, Unavailable(f"send to {url} failed: {exc}"))
+
+    def _receive(self, url: str, peer: _Peer) -> None:
+        for _ in range(1000):
+            try:
+                frames = peer.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            views = [f.buffer for f in frames]
+            try:
+                msg = parse_message(views, Kind.REPLY)
+            except BadRequest as exc:
+                log.warning("malformed reply from %s dropped: %s", url, exc)
+                continue
+            rid = msg.header.request_id
+            if msg.header.status:
+                self._finish(rid, None, error_from_wire(msg.header.status, msg.body))
+            else:
+                self._finish(rid, Reply(msg.body, msg.payloads), None)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        reset: set[str] = set()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, rid = heapq.heappop(self._deadlines)
+            pending = self._pending.get(rid)
+            if pending is None:
+                continue
+            self.timeouts += 1
+            reset.add(pending.url)
+            self._finish(
+                rid,
+                None,
+                RequestTimeout(
+                    f"no reply from {pending.url} to message type {pending.msg_type} in time",
+                    {"url": pending.url, "msg_type": pending.msg_type},
+                ),
+            )
+        for url in reset:
+            # the peer may be dead or restarted: drop queued requests rather than deliver them late
+            self._drop_peer(url, RequestTimeout(f"connection to {url} reset after a timeout", {"url": url}))
