@@ -132,7 +132,8 @@ def shuffle_reply(info: ShuffleInfo, state: MasterState | None = None) -> Reply:
             wid: state.workers[wid].address() for wid in sorted(info.workers()) if wid in state.workers
         }
         extra["revived"] = [
-            [p, locs[-1].epoch, locs[-1].primary, locs[-1].replica] for p, locs in sorted(info.revivals.items())
+            [p, locs[-1].epoch, locs[-1].primary, locs[-1].replica]
+            for p, locs in sorted(info.revivals.items())
         ]
     return {
         **extra,

@@ -89,7 +89,7 @@ class MasterService:
             info = {"role": "standalone", "url": self._server.url, "log": type(self._log).__name__}
             self._coordinator = CommitCoordinator(self._submit_internal)
             self._actor = MasterActor.start(
-                self._log, self.config, self._clock, self._rng, info, self._coordinator
+                self._log, self.config, self._clock, rng=self._rng, info=info, coordinator=self._coordinator
             )
             if self.config.sweep_interval > 0:
                 self._ticker = threading.Thread(target=self._tick_loop, name="master-ticker", daemon=True)
