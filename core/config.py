@@ -84,11 +84,26 @@ class MasterConfig:
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
+    """Worker settings.
+
+    Parameters:
+        heartbeat_interval: how often the worker heartbeats the master.
+        slots: how many partition locations it offers.
+        memory_cap: buffered (not yet flushed) bytes it may hold; pushes get
+            CONGESTED above 85 % of it, replication above 95 %.
+        flush_threshold: a location hands its buffer to the flusher at this size.
+        chunk_size: the target size of fetch chunks.
+        replicate_timeout: how long a primary waits for its replica.
+        max_message_bytes: the largest frame the worker accepts.
+    """
+
     heartbeat_interval: float = 10.0
     slots: int = 100_000
-    memory_cap: int = 2 * 1024**3
-    flush_threshold: int = 256 * 1024
+    memory_cap: int = 1024**3
+    flush_threshold: int = 4 * 1024**2
     chunk_size: int = 8 * 1024**2
+    replicate_timeout: float = 30.0
+    max_message_bytes: int = 300 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)
