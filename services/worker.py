@@ -108,12 +108,12 @@ class _Locations:
 
     def of_shuffle(
         self, app_id: str, shuffle_id: int | None, *, seal: bool
-    ) -> list[pykka.ActorRef[PartitionActor]]:
+    ) -> list[tuple[LocationKey, pykka.ActorRef[PartitionActor]]]:
         with self._lock:
             keys = [k for k in self._actors if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
             if seal:
                 self._sealed.update(keys)
-            return [self._actors[k] for k in keys]
+            return [(k, self._actors[k]) for k in keys]
 
     def remove(self, app_id: str, shuffle_id: int | None) -> list[pykka.ActorRef[PartitionActor]]:
         with self._lock:
