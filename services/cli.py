@@ -116,6 +116,41 @@ def cmd_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from croupier.core.config import WorkerConfig, parse_size
+    from croupier.services.worker import WorkerService
+
+    dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
+    config = WorkerConfig(
+        heartbeat_interval=parse_duration(args.heartbeat),
+        memory_cap=parse_size(args.memory),
+        slots=args.slots,
+    )
+    with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
+        # the worker id is the first line on stdout, so scripts can read it
+        print(worker.worker_id, flush=True)
+        logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
+        _wait_for_signal()
+    return 0
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    from croupier.services.local import LocalCluster
+
+    if args.ha:
+        print("croupier local --ha: the ZooKeeper ensemble is not built yet", file=sys.stderr)
+        return 2
+    with LocalCluster(args.workers, args.data_dir, processes=True) as cluster:
+        print(cluster.master_url, flush=True)
+        print(
+            f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
+            " Ctrl-C stops them",
+            file=sys.stderr,
+        )
+        _wait_for_signal()
+    return 0
+
+
 def cmd_pending(args: argparse.Namespace) -> int:
     print(f"croupier {args.command}: {DATA_PLANE_PENDING}", file=sys.stderr)
     return 2
@@ -148,13 +183,17 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--master", required=True)
     w.add_argument("--listen", default="127.0.0.1")
-    w.add_argument("--dirs", default="")
-    w.set_defaults(func=cmd_pending)
+    w.add_argument("--dirs", default="", help="data directories, comma-separated (one flusher each)")
+    w.add_argument("--memory", default="1GiB", help="buffered bytes before pushes are answered CONGESTED")
+    w.add_argument("--slots", type=int, default=100_000)
+    w.add_argument("--heartbeat", default="10s")
+    w.set_defaults(func=cmd_worker)
 
     loc = sub.add_parser("local", help="a master and N workers in the foreground")
     loc.add_argument("--workers", type=int, default=3)
+    loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
-    loc.set_defaults(func=cmd_pending)
+    loc.set_defaults(func=cmd_local)
 
     d = sub.add_parser("demo", help="run a verified shuffle on an embedded cluster")
     d.add_argument("--size", default="256MiB")
