@@ -25,8 +25,6 @@ from croupier.core.config import MasterConfig, parse_duration
 
 __all__ = ["main"]
 
-DATA_PLANE_PENDING = "coming with the data plane (workers, SDK writer/reader): not built yet"
-
 
 def _default_data_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -151,9 +149,14 @@ def cmd_local(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_pending(args: argparse.Namespace) -> int:
-    print(f"croupier {args.command}: {DATA_PLANE_PENDING}", file=sys.stderr)
-    return 2
+def cmd_demo(args: argparse.Namespace) -> int:
+    from croupier.core.config import parse_size
+    from croupier.services.demo import main_demo
+
+    if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
+        print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
+        return 2
+    return main_demo(parse_size(args.size), args.mappers, args.partitions, args.workers, args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--partitions", type=int, default=64)
     d.add_argument("--workers", type=int, default=3)
     d.add_argument("--json", action="store_true")
-    d.set_defaults(func=cmd_pending)
+    d.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,247 @@
+"""``croupier demo``: a verified shuffle on an embedded cluster (file log, no ZooKeeper).
+
+It starts a master and workers as subprocesses, runs ``mappers`` map tasks in
+separate processes that push deterministic records, then reduce tasks (also
+processes) that read every partition back and check every record against what was
+written: the right partition, the right bytes, and every ``(map, seq)`` exactly
+once. It prints throughput, and exits non-zero on any loss or duplicate.
+
+Record layout (inside the SDK's record framing)::
+
+    u32 map_id, u32 seq, u32 partition, u32 payload_len, u32 pool_offset, payload
+
+The payload of ``(map, seq)`` is ``pool(map)[pool_offset:][:payload_len]``, a slice
+of a per-map pseudo-random pool, so a reducer regenerates it and compares bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["DemoResult", "run_demo"]
+
+_RECORD = struct.Struct("<IIIII")
+_POOL_BYTES = 1 << 20
+_MIN_PAYLOAD = 256
+_MAX_PAYLOAD = 32 * 1024
+
+
+def _pool(map_id: int) -> bytes:
+    return random.Random(map_id * 7_919 + 17).randbytes(_POOL_BYTES)
+
+
+def _record_plan(map_id: int, budget: int) -> Iterator[tuple[int, int, int]]:
+    """(seq, payload_len, pool_offset) for a map's records, until ``budget`` bytes."""
+    rng = random.Random(map_id)
+    seq = 0
+    used = 0
+    while used < budget:
+        length = min(rng.randint(_MIN_PAYLOAD, _MAX_PAYLOAD), max(0, budget - used))
+        offset = rng.randrange(_POOL_BYTES - _MAX_PAYLOAD)
+        yield seq, length, offset
+        used += length + _RECORD.size
+        seq += 1
+
+
+def partition_of(map_id: int, seq: int, partitions: int) -> int:
+    return ((map_id * 2_654_435_761) ^ (seq * 40_503)) % partitions
+
+
+def map_task(
+    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int
+) -> tuple[int, int]:
+    """Push one map's records; returns (records, bytes)."""
+    import croupier
+
+    pool = _pool(map_id)
+    records = 0
+    nbytes = 0
+    with croupier.connect(url) as client:
+        sh = client.open_shuffle(app_id, shuffle_id)
+        with sh.writer(map_id, 0) as w:
+            for seq, length, offset in _record_plan(map_id, budget):
+                p = partition_of(map_id, seq, partitions)
+                w.write(p, _RECORD.pack(map_id, seq, p, length, offset) + pool[offset : offset + length])
+                records += 1
+                nbytes += _RECORD.size + length
+    return records, nbytes
+
+
+def reduce_task(
+    url: str, app_id: str, shuffle_id: int, parts: list[int], mappers: int, partitions: int
+) -> dict[str, Any]:
+    """Read and check partitions; returns per-map counts and any errors."""
+    import croupier
+
+    pools: dict[int, bytes] = {}
+    counts = [0] * mappers
+    seq_sums = [0] * mappers
+    errors: list[str] = []
+    nbytes = 0
+    with croupier.connect(url) as client:
+        sh = client.open_shuffle(app_id, shuffle_id)
+        for p in parts:
+            seen: set[tuple[int, int]] = set()
+            for record in sh.reader(p):
+                m, seq, rp, length, offset = _RECORD.unpack_from(record)
+                if rp != p or m >= mappers or len(record) != _RECORD.size + length:
+                    errors.append(f"partition {p}: record of map {m} seq {seq} is malformed or misplaced")
+                    continue
+                if (m, seq) in seen:
+                    errors.append(f"partition {p}: duplicate record map {m} seq {seq}")
+                    continue
+                seen.add((m, seq))
+                if partition_of(m, seq, partitions) != p:
+                    errors.append(f"partition {p}: map {m} seq {seq} belongs elsewhere")
+                pool = pools.get(m)
+                if pool is None:
+                    pool = pools[m] = _pool(m)
+                counts[m] += 1
+                seq_sums[m] += seq
+                nbytes += len(record)
+                if record[_RECORD.size :] != pool[offset : offset + length]:
+                    errors.append(f"partition {p}: map {m} seq {seq} has corrupted bytes")
+    return {"counts": counts, "seq_sums": seq_sums, "errors": errors[:20], "bytes": nbytes}
+
+
+@dataclass
+class DemoResult:
+    verified: bool
+    bytes: int
+    seconds: float
+    mb_per_s: float
+    records: int
+    mappers: int
+    partitions: int
+    workers: int
+    errors: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verified": self.verified,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "mb_per_s": round(self.mb_per_s, 1),
+            "records": self.records,
+            "mappers": self.mappers,
+            "partitions": self.partitions,
+            "workers": self.workers,
+            "errors": self.errors,
+        }
+
+
+def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress: bool = True) -> DemoResult:
+    """Run the whole demo and return its verdict."""
+    import croupier
+    from croupier.services.local import LocalCluster
+
+    ctx = multiprocessing.get_context("spawn")
+    procs = max(1, min(mappers, multiprocessing.cpu_count()))
+    budget = max(1, size // mappers)
+    expected: list[int] = []
+    for m in range(mappers):
+        expected.append(sum(1 for _ in _record_plan(m, budget)))
+    with LocalCluster(workers, processes=True) as cluster, croupier.connect(cluster.master_url) as client:
+        app = client.register_app("demo")
+        sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions)
+        bar = _Bar(progress, size)
+        with ProcessPoolExecutor(procs, mp_context=ctx) as pool:
+            started = time.perf_counter()
+            futures = [
+                pool.submit(map_task, cluster.master_url, sh.app_id, sh.shuffle_id, m, budget, partitions)
+                for m in range(mappers)
+            ]
+            written = 0
+            records = 0
+            for fut in as_completed(futures):
+                r, b = fut.result()
+                written += b
+                records += r
+                bar.advance("push", b)
+        chunks = [list(range(i, partitions, procs)) for i in range(procs)]
+        results: list[dict[str, Any]] = []
+        with ProcessPoolExecutor(procs, mp_context=ctx) as rpool:
+            reads = [
+                rpool.submit(
+                    reduce_task, cluster.master_url, sh.app_id, sh.shuffle_id, parts, mappers, partitions
+                )
+                for parts in chunks
+                if parts
+            ]
+            for done in as_completed(reads):
+                res = done.result()
+                results.append(res)
+                bar.advance("read", res["bytes"])
+        seconds = time.perf_counter() - started
+        bar.close()
+        app.unregister()
+    errors = [e for r in results for e in r["errors"]]
+    read_bytes = sum(r["bytes"] for r in results)
+    for m in range(mappers):
+        count = sum(r["counts"][m] for r in results)
+        seq_sum = sum(r["seq_sums"][m] for r in results)
+        n = expected[m]
+        if count != n or seq_sum != n * (n - 1) // 2:
+            errors.append(f"map {m}: expected {n} records, read {count}")
+    verified = not errors and read_bytes == written
+    if read_bytes != written and not errors:
+        errors.append(f"wrote {written} bytes but read {read_bytes}")
+    return DemoResult(
+        verified, written, seconds, written / seconds / 1e6, records, mappers, partitions, workers, errors
+    )
+
+
+class _Bar:
+    """A rich progress bar on stderr (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self._progress: Any = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=Console(stderr=True),
+        )
+        self._progress.start()
+        self._tasks = {
+            "push": self._progress.add_task("push + replicate", total=total),
+            "read": self._progress.add_task("fetch + verify  ", total=total),
+        }
+
+    def advance(self, task: str, nbytes: int) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._tasks[task], nbytes)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def main_demo(size: int, mappers: int, partitions: int, workers: int, as_json: bool) -> int:
+    result = run_demo(size, mappers, partitions, workers, progress=sys.stderr.isatty() or not as_json)
+    if not as_json:
+        verdict = "verified" if result.verified else "FAILED"
+        print(
+            f"croupier demo: {result.records} records, {result.bytes / 1e6:.1f} MB through {workers} workers "
+            f"({mappers} mappers -> {partitions} partitions, 2 in-memory replicas): {verdict}, "
+            f"{result.seconds:.2f} s, {result.mb_per_s:.1f} MB/s"
+        )
+        for e in result.errors:
+            print(f"  {e}", file=sys.stderr)
+    print(json.dumps(result.to_json()) if as_json else "", end="\n" if as_json else "")
+    return 0 if result.verified else 1
