@@ -55,14 +55,14 @@ class CommitPlan:
 class CommitCoordinator:
     """Parameters:
     submit: hands a command to the master actor (non-blocking).
-    timeout: per-try timeout of a worker RPC (a commit flushes, so it can take a while).
-    tries: tries per worker.
+    timeout: per-try timeout of a worker RPC (a commit flushes what is buffered).
+    tries: tries per worker; a worker the master declares lost gets no more tries.
 
     All worker RPCs go through one ``AsyncRpcClient``; its callbacks run on its
     thread, so nothing here blocks, and ``stop`` ends everything at once.
     """
 
-    def __init__(self, submit: Callable[[Command], None], *, timeout: float = 120.0, tries: int = 4) -> None:
+    def __init__(self, submit: Callable[[Command], None], *, timeout: float = 20.0, tries: int = 3) -> None:
         self._submit = submit
         self._timeout = timeout
         self._tries = tries
@@ -70,7 +70,16 @@ class CommitCoordinator:
         self._client.start()
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
+        self._lost: set[str] = set()
         self._stopped = False
+
+    def set_lost(self, worker: str, lost: bool) -> None:
+        """The master declared ``worker`` lost (or it registered again): retries to it stop."""
+        with self._lock:
+            if lost:
+                self._lost.add(worker)
+            else:
+                self._lost.discard(worker)
 
     def stop(self) -> None:
         with self._lock:
@@ -131,7 +140,7 @@ class CommitCoordinator:
                 error,
             )
             with self._lock:
-                stopped = self._stopped
+                stopped = self._stopped or worker in self._lost
             if tries > 1 and error.retriable and not stopped:
                 self._call(worker, url, body, tries - 1, done)
             else:

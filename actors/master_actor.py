@@ -51,6 +51,8 @@ from croupier.core.events import (
     MapperEnded,
     ShuffleRegistered,
     ShuffleUnregistered,
+    WorkerLost,
+    WorkerRegistered,
     encode_event,
 )
 from croupier.core.placement import ewma, load_score
@@ -152,6 +154,9 @@ class MasterActor(pykka.ThreadingActor):
             self._start_app(app.app_id, now)
             for info in self.state.app_shuffles(app.app_id):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
+        if self._coordinator is not None:
+            for worker in self.state.workers.values():
+                self._coordinator.set_lost(worker.worker_id, worker.status == LOST)
         for info in self.state.shuffles.values():
             if info.all_ended and info.commit is None:
                 self._start_commit(info.app_id, info.shuffle_id)
@@ -241,8 +246,11 @@ class MasterActor(pykka.ThreadingActor):
         return command
 
     def _after(self, event: Event, now: float) -> None:
-        """Keep the app actors in step with the fold."""
+        """Keep the app actors and the commit coordinator in step with the fold."""
         match event:
+            case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
+                if self._coordinator is not None:
+                    self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppRegistered(app_id=app_id):
                 self._start_app(app_id, now)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):

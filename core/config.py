@@ -102,7 +102,7 @@ class WorkerConfig:
     memory_cap: int = 1024**3
     flush_threshold: int = 4 * 1024**2
     chunk_size: int = 8 * 1024**2
-    replicate_timeout: float = 30.0
+    replicate_timeout: float = 10.0
     max_message_bytes: int = 300 * 1024**2
 
 
@@ -111,7 +111,9 @@ class ClientConfig:
     """SDK settings.
 
     Parameters:
-        rpc_timeout: per-request reply timeout (master calls, pushes, fetches), seconds.
+        rpc_timeout: per-request reply timeout (master calls, pushes), seconds.
+        fetch_timeout: reply timeout of OPEN_STREAM and FETCH_CHUNK; a copy that does not
+            answer in time is read from the other copy.
         rpc_retries: master call attempts over its endpoints.
         app_heartbeat_interval: seconds between ``AppHeartbeat`` calls.
         push_buffer_size: a partition's buffer becomes a batch at this size.
@@ -124,6 +126,7 @@ class ClientConfig:
     """
 
     rpc_timeout: float = 30.0
+    fetch_timeout: float = 10.0
     rpc_retries: int = 3
     app_heartbeat_interval: float = 10.0
     push_buffer_size: int = 64 * 1024

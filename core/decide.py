@@ -290,8 +290,9 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
     info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
     if not 0 <= cmd.partition < info.num_partitions:
         raise BadRequest(f"partition {cmd.partition} is out of range 0..{info.num_partitions - 1}")
-    if info.commit is not None:
-        raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id} is committed; nothing can be revived")
+    if info.commit is not None or info.all_ended:
+        # a location made now would never be committed: every map has ended, the commit is under way
+        raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id}: every map has ended; nothing can be revived")
     current = info.current(cmd.partition)
     if cmd.epoch > current.epoch:
         raise BadRequest(f"epoch {cmd.epoch} is newer than the current epoch {current.epoch}")

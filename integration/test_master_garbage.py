@@ -6,7 +6,6 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import zmq

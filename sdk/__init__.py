@@ -1,10 +1,68 @@
 """Croupier: a remote shuffle service. The public SDK.
 
 Kept light on purpose: every ``import croupier.core`` runs this file first, so
-the SDK's names are exported lazily.
+the SDK's names are exported lazily (no zmq or blake3 until one is used).
+
+Usage::
+
+    import croupier
+
+    with croupier.connect("tcp://127.0.0.1:9097") as client:
+        app = client.register_app("etl-nightly")
+        sh = app.register_shuffle(num_mappers=4, num_partitions=16)
+        with sh.writer(map_id=0, attempt_id=0) as w:
+            w.write(3, b"one record")
+        for record in sh.reader(3):
+            ...
+        app.unregister()
 """
 
 from __future__ import annotations
 
-__all__: list[str] = []
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from croupier._client import App, Client, Shuffle, connect
+    from croupier._reader import Reader
+    from croupier._writer import Writer
+    from croupier.core.config import ClientConfig
+    from croupier.core.errors import CroupierError, DataLostError
+
+__all__ = [
+    "App",
+    "Client",
+    "ClientConfig",
+    "CroupierError",
+    "DataLostError",
+    "Reader",
+    "Shuffle",
+    "Writer",
+    "connect",
+]
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "App": "croupier._client",
+    "Client": "croupier._client",
+    "Shuffle": "croupier._client",
+    "connect": "croupier._client",
+    "Reader": "croupier._reader",
+    "Writer": "croupier._writer",
+    "ClientConfig": "croupier.core.config",
+    "CroupierError": "croupier.core.errors",
+    "DataLostError": "croupier.core.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'croupier' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

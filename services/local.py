@@ -113,8 +113,21 @@ class LocalCluster:
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
             if self.processes:
+                cfg = self.master_config
                 self._master_proc = _Child(
-                    ["master", "--listen", "127.0.0.1:0", "--data-dir", str(self.base_dir / "master")],
+                    [
+                        "master",
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--data-dir",
+                        str(self.base_dir / "master"),
+                        "--worker-timeout",
+                        f"{cfg.worker_timeout}s",
+                        "--app-timeout",
+                        f"{cfg.app_timeout}s",
+                        "--grace",
+                        f"{cfg.takeover_grace}s",
+                    ],
                     self.base_dir / "master.log",
                 )
                 self.master_url = self._master_proc.first_line
@@ -142,7 +155,18 @@ class LocalCluster:
     def _spawn_worker(self, i: int) -> _Child:
         dirs = ",".join(str(d) for d in self._worker_dirs(i))
         return _Child(
-            ["worker", "--master", self.master_url, "--dirs", dirs, *self._worker_args],
+            [
+                "worker",
+                "--master",
+                self.master_url,
+                "--dirs",
+                dirs,
+                "--heartbeat",
+                f"{self.worker_config.heartbeat_interval}s",
+                "--memory",
+                str(self.worker_config.memory_cap),
+                *self._worker_args,
+            ],
             self.base_dir / f"worker{i}.log",
         )
 

@@ -91,7 +91,7 @@ class _Locations:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._actors: dict[LocationKey, pykka.ActorRef[PartitionActor]] = {}
-        self._sealed: set[LocationKey] = set()  # commit started: no more pushes
+        self._committing: set[tuple[str, int]] = set()  # commit started: no more pushes for the shuffle
 
     def get(self, key: LocationKey) -> pykka.ActorRef[PartitionActor] | None:
         with self._lock:
@@ -99,8 +99,10 @@ class _Locations:
 
     def get_or_start(self, key: LocationKey, start: Any) -> pykka.ActorRef[PartitionActor]:
         with self._lock:
-            if key in self._sealed:
-                raise StaleLocation(f"location {key.app_id}/{key.shuffle_id}/{key.name} is already committed")
+            if (key.app_id, key.shuffle_id) in self._committing:
+                raise StaleLocation(
+                    f"shuffle {key.app_id}/{key.shuffle_id} is committed here; {key.name} takes no more data"
+                )
             ref = self._actors.get(key)
             if ref is None:
                 ref = self._actors[key] = start(key)
@@ -111,15 +113,15 @@ class _Locations:
     ) -> list[tuple[LocationKey, pykka.ActorRef[PartitionActor]]]:
         with self._lock:
             keys = [k for k in self._actors if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
-            if seal:
-                self._sealed.update(keys)
+            if seal and shuffle_id is not None:
+                self._committing.add((app_id, shuffle_id))
             return [(k, self._actors[k]) for k in keys]
 
     def remove(self, app_id: str, shuffle_id: int | None) -> list[pykka.ActorRef[PartitionActor]]:
         with self._lock:
             keys = [k for k in self._actors if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
-            self._sealed = {
-                k for k in self._sealed if not (k.app_id == app_id and shuffle_id in (None, k.shuffle_id))
+            self._committing = {
+                s for s in self._committing if not (s[0] == app_id and shuffle_id in (None, s[1]))
             }
             return [self._actors.pop(k) for k in keys]
 
@@ -389,8 +391,9 @@ class WorkerService:
     def _on_push(self, request: Request, responder: Responder) -> None:
         push = from_json(Push, request.body)
         push.validate()
-        self._check_incarnation(push.incarnation)
+        # the shape first (BAD_REQUEST), then whether it is meant for this incarnation
         batches, total = self._parse_batches(request, push.batches)
+        self._check_incarnation(push.incarnation)
         if push.replica is not None and push.replica.worker_id == self.worker_id:
             raise BadRequest("the replica must be another worker")
         self._accept(push.app_id, push.shuffle_id, PRIMARY, batches, total)
@@ -420,8 +423,8 @@ class WorkerService:
     def _on_replicate(self, request: Request, responder: Responder) -> None:
         rep = from_json(Replicate, request.body)
         rep.validate()
-        self._check_incarnation(rep.incarnation)
         batches, total = self._parse_batches(request, rep.batches)
+        self._check_incarnation(rep.incarnation)
         self._accept(rep.app_id, rep.shuffle_id, REPLICA, batches, total)
         responder.ok({})
 

@@ -1,0 +1,228 @@
+"""The data plane with real processes: worker loss, corruption, unregister, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+
+import croupier
+from croupier.core import commands as c
+from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.core.errors import BadRequest, CroupierError, DataLostError
+from croupier.core.wire import Header, Kind, MsgType
+from croupier.services.local import LocalCluster
+from croupier.transports.master_client import MasterClient
+
+pytestmark = pytest.mark.integration
+
+
+def records_for(map_id: int, partitions: int, n: int) -> dict[int, list[bytes]]:
+    rng = random.Random(map_id)
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for i in range(n):
+        p = rng.randrange(partitions)
+        out[p].append(f"m{map_id}-r{i}-".encode() + rng.randbytes(rng.randint(0, 3000)))
+    return out
+
+
+def write_all(sh: croupier.Shuffle, mappers: int, partitions: int, n: int) -> dict[int, list[bytes]]:
+    expected: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for m in range(mappers):
+        recs = records_for(m, partitions, n)
+        with sh.writer(m, 0) as w:
+            for p, items in recs.items():
+                for r in items:
+                    w.write(p, r)
+        for p, items in recs.items():
+            expected[p].extend(items)
+    return expected
+
+
+def check_all(sh: croupier.Shuffle, expected: dict[int, list[bytes]]) -> None:
+    for p, items in expected.items():
+        got = list(sh.reader(p))
+        assert sorted(got) == sorted(items), f"partition {p}: {len(got)} records, expected {len(items)}"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        3,
+        tmp_path / "cluster",
+        processes=True,
+        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
+        worker_config=WorkerConfig(heartbeat_interval=0.5),
+    ) as cl:
+        yield cl
+
+
+def wait_lost(cluster: LocalCluster, workers: set[str]) -> None:
+    for _ in range(200):
+        lost = {w["worker_id"] for w in cluster.status()["workers"] if w["status"] == "lost"}
+        if workers <= lost:
+            return
+        threading.Event().wait(0.1)
+    raise AssertionError(f"the master did not declare {workers} lost")
+
+
+def data_files(cluster: LocalCluster, role: str) -> list[Path]:
+    return sorted(cluster.base_dir.glob(f"worker*/disk0/*/*/*-{role}.data"))
+
+
+def test_every_partition_reads_back_after_kill_9_of_a_worker(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("loss-after-ack")
+        sh = app.register_shuffle(num_mappers=3, num_partitions=12)
+        expected = write_all(sh, 3, 12, 400)
+        check_all(sh, expected)  # committed and readable with every worker up
+        cluster.kill_worker(1)
+        check_all(sh, expected)  # the replicas serve what the dead worker held
+        app.unregister()
+
+
+def test_both_copies_gone_is_a_data_lost_error_naming_partitions_and_workers(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("double-loss")
+        sh = app.register_shuffle(num_mappers=1, num_partitions=6)
+        write_all(sh, 1, 6, 200)
+        list(sh.reader(0))
+        killed = {cluster.kill_worker(0), cluster.kill_worker(1)}
+        wait_lost(cluster, killed)
+        lost = []
+        for p in range(6):
+            try:
+                list(sh.reader(p))
+            except DataLostError as exc:
+                assert exc.partitions == [p]
+                assert set(exc.workers) <= killed and exc.workers
+                assert str(p) in str(exc)
+                lost.append(p)
+        assert lost  # with 3 workers, some pairs lived only on the two killed ones
+        app.unregister()
+
+
+def test_a_corrupted_primary_file_is_detected_and_the_replica_is_read(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("corruption")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=4)
+        expected = write_all(sh, 2, 4, 300)
+        # wait for the commit, then flip one byte in the middle of every primary file
+        list(sh.reader(0))
+        primaries = data_files(cluster, "primary")
+        assert primaries
+        for path in primaries:
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            path.write_bytes(bytes(data))
+        check_all(sh, expected)
+        app.unregister()
+
+
+def test_a_worker_killed_during_push_never_yields_wrong_data(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("loss-during-push")
+        sh = app.register_shuffle(num_mappers=4, num_partitions=8)
+        expected: dict[int, list[bytes]] = {p: [] for p in range(8)}
+        killer = threading.Timer(0.3, cluster.kill_worker, args=(2,))
+        killer.start()
+        outcome = "completed"
+        try:
+            for m in range(4):
+                recs = records_for(m, 8, 3000)
+                with sh.writer(m, 0) as w:
+                    for p, items in recs.items():
+                        for r in items:
+                            w.write(p, r)
+                for p, items in recs.items():
+                    expected[p].extend(items)
+        except CroupierError as exc:
+            outcome = f"clear error: {exc!r}"
+        finally:
+            killer.join()
+        if outcome == "completed":
+            check_all(sh, expected)
+        else:
+            assert "Error" in outcome or "error" in outcome
+        app.unregister()
+
+
+def test_unregister_removes_the_apps_files_from_every_worker(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("cleanup")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=9)
+        expected = write_all(sh, 2, 9, 100)
+        check_all(sh, expected)
+        app_dirs = sorted(cluster.base_dir.glob(f"worker*/disk0/{sh.app_id}"))
+        assert len(app_dirs) == 3
+        app.unregister()
+        deadline = 100
+        while any(d.exists() for d in app_dirs) and deadline:
+            threading.Event().wait(0.1)
+            deadline -= 1
+        assert not [d for d in app_dirs if d.exists()]
+
+
+WORKER_GARBAGE = [
+    [os.urandom(20)],
+    [Header(Kind.REQUEST, MsgType.PUSH, 5).encode(), b"{}"],
+    [Header(Kind.REQUEST, MsgType.PUSH, 5).encode(), json.dumps({"app_id": "a", "shuffle_id": 0}).encode()],
+    [
+        Header(Kind.REQUEST, MsgType.PUSH, 5).encode(),
+        json.dumps({"app_id": "a", "shuffle_id": 0, "incarnation": "x", "batches": [[0, 0]]}).encode(),
+        b"short",
+    ],
+    [
+        Header(Kind.REQUEST, MsgType.FETCH_CHUNK, 5).encode(),
+        json.dumps(
+            {
+                "app_id": "../a",
+                "shuffle_id": 0,
+                "partition": 0,
+                "epoch": 0,
+                "role": "x",
+                "incarnation": "i",
+                "chunk": 0,
+            }
+        ).encode(),
+    ],
+    [Header(Kind.REQUEST, MsgType.COMMIT_FILES, 5).encode(), b"[]"],
+    [Header(Kind.REQUEST, MsgType.STATUS, 5).encode(), b"{}"],  # a master message on a worker port
+]
+
+
+def test_garbage_on_every_worker_port_gets_bad_request_and_the_worker_keeps_serving(
+    cluster: LocalCluster,
+) -> None:
+    with MasterClient(cluster.master_url) as master:
+        worker = master.call(c.Status())["workers"][0]
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    try:
+        for port in ("control_port", "push_port", "replicate_port", "fetch_port"):
+            sock = ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RCVTIMEO, 5000)
+            sock.connect(f"tcp://127.0.0.1:{worker[port]}")
+            try:
+                for frames in WORKER_GARBAGE:
+                    sock.send_multipart(frames)
+                    reply = sock.recv_multipart()
+                    header = Header.decode(reply[0])
+                    assert header.status == BadRequest.status, (port, frames[:1], reply)
+                    assert json.loads(reply[1])["code"] == "BAD_REQUEST"
+            finally:
+                sock.close(0)
+    finally:
+        ctx.term()
+    # and the cluster still shuffles
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("after-garbage")
+        sh = app.register_shuffle(num_mappers=1, num_partitions=3)
+        check_all(sh, write_all(sh, 1, 3, 50))
+        app.unregister()

@@ -1,0 +1,285 @@
+"""``connect``, ``Client``, ``App`` and ``Shuffle``: the SDK's entry points (DESIGN §12).
+
+State:
+    ``Client``  a ``MasterClient`` (thread-safe) and, once a writer or reader
+                needs it, one ``AsyncRpcClient`` thread for the data plane,
+                shared by every writer and reader of the client; the apps it
+                registered (their heartbeat threads stop on ``close``).
+    ``App``     one daemon thread sending ``AppHeartbeat`` every
+                ``app_heartbeat_interval`` until ``unregister`` or ``close``.
+    ``Shuffle`` its sizes and a ``Routing`` (partition -> current location)
+                shared by its writers.
+
+Usage::
+
+    with croupier.connect("tcp://127.0.0.1:9097") as client:
+        app = client.register_app("etl-nightly")
+        sh = app.register_shuffle(num_mappers=4, num_partitions=16)
+        with sh.writer(map_id=0, attempt_id=0) as w:
+            w.write(3, b"one record")
+        for record in sh.reader(3):
+            ...
+        app.unregister()
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from croupier._reader import Reader
+from croupier._routing import Routing
+from croupier._writer import Writer
+from croupier.core.commands import (
+    AppHeartbeat,
+    GetShuffle,
+    RegisterApp,
+    RegisterShuffle,
+    Status,
+    UnregisterApp,
+    UnregisterShuffle,
+)
+from croupier.core.config import ClientConfig
+from croupier.core.errors import CroupierError, Unavailable, UnknownApp
+from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.master_client import MasterClient
+from croupier.transports.rpc import Reply
+
+__all__ = ["App", "Client", "Shuffle", "connect"]
+
+log = logging.getLogger(__name__)
+
+
+def connect(url: str, *, config: ClientConfig | None = None) -> Client:
+    """A client of the master at ``url`` (``tcp://host:port[,tcp://host:port...]``).
+
+    Raises:
+        ValueError: a malformed URL.
+    """
+    return Client(url, config=config)
+
+
+class Client:
+    """A connection to a Croupier cluster. Thread-safe; close it (or use ``with``).
+
+    Parameters:
+        url: the master URL.
+        config: timeouts, buffer sizes and windows (``croupier.core.config.ClientConfig``).
+    """
+
+    def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
+        self.url = url
+        self.config = config or ClientConfig()
+        self._master = MasterClient(url, timeout=self.config.rpc_timeout)
+        self._lock = threading.Lock()
+        self._data: AsyncRpcClient | None = None
+        self._apps: list[App] = []
+        self._closed = False
+
+    # -- the contract -------------------------------------------------------------------------
+    def register_app(self, name: str, *, app_id: str | None = None) -> App:
+        """Register an application and start its heartbeats.
+
+        ``name`` is 1..96 characters of ``[A-Za-z0-9._-]``. The id is chosen here
+        (unless given), so a retried registration cannot create a second app.
+
+        Raises:
+            BadRequest: an invalid name or id.
+            CroupierError: the master refused or could not be reached.
+        """
+        chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
+        reply = self._master.call(RegisterApp(name, chosen))
+        app = App(self, str(reply["app_id"]), str(reply["name"]))
+        with self._lock:
+            if self._closed:
+                app.close()
+                raise Unavailable("the client is closed")
+            self._apps.append(app)
+        app._start_heartbeats()
+        return app
+
+    def open_shuffle(self, app_id: str, shuffle_id: int) -> Shuffle:
+        """A registered shuffle, known only by its ids (for example in another process).
+
+        Raises:
+            UnknownApp, UnknownShuffle: no such app or shuffle.
+        """
+        return Shuffle(self, self._master.call(GetShuffle(app_id, shuffle_id)))
+
+    def status(self) -> dict[str, Any]:
+        """The master's status reply (workers, apps, shuffles)."""
+        return self._master.call(Status())
+
+    def close(self) -> None:
+        """Stop heartbeats (apps are not unregistered) and the data-plane thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            apps, self._apps = self._apps, []
+            data, self._data = self._data, None
+        for app in apps:
+            app.close()
+        if data is not None:
+            data.stop()
+        self._master.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.url!r}{', closed' if self._closed else ''})"
+
+    # -- shared by writers and readers ---------------------------------------------------------
+    def _send(
+        self,
+        url: str,
+        msg_type: int,
+        body: dict[str, Any],
+        payloads: Sequence[bytes],
+        callback: Callable[[Reply | None, CroupierError | None], None],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Queue one data-plane request; ``callback`` runs once, on the data-plane thread."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the client is closed")
+            if self._data is None:
+                self._data = AsyncRpcClient(timeout=self.config.rpc_timeout, name="croupier-data")
+                self._data.start()
+            data = self._data
+        data.send(url, msg_type, body, payloads, callback, timeout=timeout)
+
+    def _forget(self, app: App) -> None:
+        with self._lock:
+            if app in self._apps:
+                self._apps.remove(app)
+
+
+class App:
+    """A registered application; heartbeats keep it (and its shuffles) alive.
+
+    Attributes:
+        app_id, name: as registered.
+        heartbeats: heartbeats the master acknowledged.
+    """
+
+    def __init__(self, client: Client, app_id: str, name: str) -> None:
+        self.client = client
+        self.app_id = app_id
+        self.name = name
+        self.heartbeats = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def register_shuffle(
+        self, num_mappers: int, num_partitions: int, *, replicate: bool = True, shuffle_id: int | None = None
+    ) -> Shuffle:
+        """Register a shuffle; the master places every partition on a worker pair.
+
+        Raises:
+            BadRequest: sizes out of range.
+            NotEnoughWorkers: too few workers to place the partitions.
+            Conflict: ``shuffle_id`` exists with other sizes.
+        """
+        reply = self.client._master.call(
+            RegisterShuffle(self.app_id, num_mappers, num_partitions, replicate, shuffle_id)
+        )
+        return Shuffle(self.client, reply)
+
+    def open_shuffle(self, shuffle_id: int) -> Shuffle:
+        """One of this app's shuffles, by id."""
+        return self.client.open_shuffle(self.app_id, shuffle_id)
+
+    def unregister(self) -> None:
+        """Stop heartbeats and unregister; workers then delete the app's files. Idempotent."""
+        self.close()
+        self.client._master.call(UnregisterApp(self.app_id))
+
+    def close(self) -> None:
+        """Stop heartbeats without unregistering (the master expires the app later)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        self.client._forget(self)
+
+    def _start_heartbeats(self) -> None:
+        interval = self.client.config.app_heartbeat_interval
+        if interval <= 0:
+            return
+        self._thread = threading.Thread(
+            target=self._beat, args=(interval,), name=f"croupier-heartbeat-{self.app_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _beat(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.client._master.call(AppHeartbeat(self.app_id))
+                self.heartbeats += 1
+            except UnknownApp:
+                log.error("app %s is no longer registered (expired?); heartbeats stop", self.app_id)
+                return
+            except CroupierError as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("heartbeat of app %s failed: %s", self.app_id, exc)
+
+    def __repr__(self) -> str:
+        return f"App({self.app_id!r})"
+
+
+class Shuffle:
+    """A registered shuffle: make writers and readers.
+
+    Attributes:
+        app_id, shuffle_id, num_mappers, num_partitions, replicate: as registered.
+        routing: the current location of every partition (shared by this object's writers).
+    """
+
+    def __init__(self, client: Client, summary: dict[str, Any]) -> None:
+        self.client = client
+        self.app_id = str(summary["app_id"])
+        self.shuffle_id = int(summary["shuffle_id"])
+        self.num_mappers = int(summary["num_mappers"])
+        self.num_partitions = int(summary["num_partitions"])
+        self.replicate = bool(summary["replicate"])
+        self.routing = Routing.from_summary(summary)
+
+    def writer(self, map_id: int, attempt_id: int = 0) -> Writer:
+        """A writer for one attempt of map ``map_id``; use it as a context manager."""
+        return Writer(self, map_id, attempt_id)
+
+    def reader(self, partition: int, *, timeout: float | None = None) -> Reader:
+        """An iterable over ``partition``'s records; it waits for the commit first."""
+        return Reader(self, partition, timeout=timeout)
+
+    def summary(self) -> dict[str, Any]:
+        """The master's current summary (committed, lost partitions, sizes...)."""
+        return self.client._master.call(GetShuffle(self.app_id, self.shuffle_id))
+
+    def unregister(self) -> bool:
+        """Unregister the shuffle (workers delete its files). Returns whether it existed."""
+        return bool(self.client._master.call(UnregisterShuffle(self.app_id, self.shuffle_id))["changed"])
+
+    def __repr__(self) -> str:
+        return (
+            f"Shuffle({self.app_id}/{self.shuffle_id}, mappers={self.num_mappers}, "
+            f"partitions={self.num_partitions})"
+        )

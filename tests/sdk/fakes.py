@@ -1,0 +1,242 @@
+"""An in-process cluster for SDK tests: the real master (``MasterService``) and
+in-memory fake workers that speak the data-plane protocol, with fault injection.
+
+A fake worker serves push, replicate, fetch and control on one ROUTER socket. Replication
+is an in-process call to the replica's fake. Faults: ``congest`` (answer CONGESTED to the
+next n pushes), ``refuse`` (answer this error to every push), ``corrupt`` (flip a byte of
+every fetched chunk), ``crash()`` (stop serving: requests time out).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from croupier.core.batch import BATCH_HEADER, BatchHeader, iter_batches
+from croupier.core.codec import from_json
+from croupier.core.commands import LoseWorker, RegisterWorker
+from croupier.core.config import MasterConfig
+from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, OpenStream, Push
+from croupier.core.errors import (
+    Congested,
+    CroupierError,
+    NotCommitted,
+    StaleLocation,
+    Unavailable,
+    UnknownShuffle,
+)
+from croupier.core.wire import MsgType
+from croupier.services.master import MasterService
+from croupier.transports.master_client import MasterClient
+from croupier.transports.rpc import Request, Responder, RpcServer
+
+Key = tuple[str, int, int, int, str]  # app, shuffle, partition, epoch, role
+
+
+def start_master() -> MasterService:
+    """The real master, in memory, on a free port, without liveness sweeps."""
+    config = MasterConfig(sweep_interval=0, takeover_grace=0)
+    return MasterService("tcp://127.0.0.1:0", None, config=config, rng=random.Random(7)).start()
+
+
+class FakeWorker:
+    """An in-memory worker. ``peers`` maps worker ids to fakes (for replication)."""
+
+    def __init__(self, worker_id: str, peers: dict[str, FakeWorker], chunk_size: int = 2048) -> None:
+        self.worker_id = worker_id
+        self.incarnation = f"{worker_id}-1"
+        self.peers = peers
+        self.chunk_size = chunk_size
+        self.lock = threading.Lock()
+        self.data: dict[Key, bytearray] = {}
+        self.chunks: dict[Key, list[bytes]] = {}
+        self.committed: set[tuple[str, int]] = set()
+        self.congest = 0
+        self.refuse: CroupierError | None = None
+        self.corrupt = False
+        self.pushes = 0
+        self.alive = True
+        self.server = RpcServer(
+            "tcp://127.0.0.1:0", self._handle, name=f"fake-{worker_id}", max_message_bytes=300 * 1024**2
+        )
+        self.server.start()
+        self.port = int(self.server.url.rsplit(":", 1)[1])
+
+    def register(self, master: MasterClient) -> None:
+        p = self.port
+        master.call(RegisterWorker(self.worker_id, "127.0.0.1", p, p, p, p, 100_000, self.incarnation))
+
+    def crash(self) -> None:
+        """Stop answering; the memory is gone."""
+        self.alive = False
+        self.server.stop()
+
+    def stop(self) -> None:
+        if self.alive:
+            self.alive = False
+            self.server.stop()
+
+    # -- handlers (server thread) ---------------------------------------------------------
+    def _handle(self, request: Request, responder: Responder) -> None:
+        t = request.msg_type
+        if t == MsgType.PUSH:
+            responder.ok(self._push(request))
+        elif t == MsgType.COMMIT_FILES:
+            responder.ok(self._commit(from_json(CommitFiles, request.body)))
+        elif t == MsgType.OPEN_STREAM:
+            responder.ok(self._open(from_json(OpenStream, request.body)))
+        elif t == MsgType.FETCH_CHUNK:
+            body, chunk = self._fetch(from_json(FetchChunk, request.body))
+            responder.ok(body, [chunk])
+        elif t == MsgType.DESTROY:
+            responder.ok(self._destroy(from_json(Destroy, request.body)))
+        else:
+            raise Unavailable(f"fake worker does not serve {t}")
+
+    def _push(self, request: Request) -> dict[str, Any]:
+        push = from_json(Push, request.body)
+        if push.incarnation != self.incarnation:
+            raise StaleLocation(f"{self.worker_id} is incarnation {self.incarnation}")
+        if self.refuse is not None:
+            raise self.refuse
+        with self.lock:
+            if self.congest:
+                self.congest -= 1
+                raise Congested(f"{self.worker_id} is congested")
+            self.pushes += 1
+        headers = bytes(request.payloads[0])
+        parts = [bytes(p) for p in request.payloads[1:]]
+        assert len(headers) == BATCH_HEADER.size * len(push.batches) == BATCH_HEADER.size * len(parts)
+        replica = self.peers.get(push.replica.worker_id) if push.replica else None
+        if push.replica is not None and (replica is None or not replica.alive):
+            raise Unavailable("replica unreachable", {"failed_worker": push.replica.worker_id})
+        if (push.app_id, push.shuffle_id) in self.committed:
+            raise StaleLocation(f"shuffle {push.app_id}/{push.shuffle_id} is already committed")
+        for i, (partition, epoch) in enumerate(push.batches):
+            header = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
+            assert BatchHeader.decode(header).length == len(parts[i])
+            self._store((push.app_id, push.shuffle_id, partition, epoch, "primary"), header + parts[i])
+            if replica is not None:
+                replica._store((push.app_id, push.shuffle_id, partition, epoch, "replica"), header + parts[i])
+        return {}
+
+    def _store(self, key: Key, batch: bytes) -> None:
+        with self.lock:
+            self.data.setdefault(key, bytearray()).extend(batch)
+
+    def _commit(self, body: CommitFiles) -> dict[str, Any]:
+        locations = []
+        with self.lock:
+            self.committed.add((body.app_id, body.shuffle_id))
+            for key, data in self.data.items():
+                if key[:2] != (body.app_id, body.shuffle_id):
+                    continue
+                chunks, current = [], bytearray()
+                seals: dict[tuple[int, int], int] = {}
+                batches = 0
+                for _, header, part in iter_batches(bytes(data)):
+                    batches += 1
+                    if header.is_seal:
+                        seals[(header.map_id, header.attempt_id)] = header.batch_id
+                    current += header.encode() + bytes(part)
+                    if len(current) >= self.chunk_size:
+                        chunks.append(bytes(current))
+                        current = bytearray()
+                if current:
+                    chunks.append(bytes(current))
+                self.chunks[key] = chunks
+                locations.append(
+                    {
+                        "partition": key[2],
+                        "epoch": key[3],
+                        "role": key[4],
+                        "ok": True,
+                        "error": None,
+                        "bytes": len(data),
+                        "batches": batches,
+                        "chunks": len(chunks),
+                        "seals": [[m, a, n] for (m, a), n in seals.items()],
+                    }
+                )
+        return {"incarnation": self.incarnation, "locations": locations}
+
+    def _key(self, body: OpenStream | FetchChunk) -> Key:
+        if body.incarnation != self.incarnation:
+            raise StaleLocation(f"{self.worker_id} is incarnation {self.incarnation}")
+        return (body.app_id, body.shuffle_id, body.partition, body.epoch, body.role)
+
+    def _open(self, body: OpenStream) -> dict[str, Any]:
+        key = self._key(body)
+        with self.lock:
+            if key not in self.chunks:
+                if key in self.data:
+                    raise NotCommitted("not committed")
+                raise UnknownShuffle(f"no data for {key}")
+            chunks = self.chunks[key]
+        offsets, pos = [], 0
+        for c in chunks:
+            offsets.append([pos, len(c)])
+            pos += len(c)
+        return {"chunks": offsets, "bytes": pos, "batches": 0}
+
+    def _fetch(self, body: FetchChunk) -> tuple[dict[str, Any], bytes]:
+        key = self._key(body)
+        with self.lock:
+            chunk = self.chunks[key][body.chunk]
+        if self.corrupt:
+            chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
+        return {"offset": 0, "length": len(chunk)}, chunk
+
+    def _destroy(self, body: Destroy) -> dict[str, Any]:
+        with self.lock:
+            keys = [k for k in self.data if k[0] == body.app_id and body.shuffle_id in (None, k[1])]
+            for k in keys:
+                self.data.pop(k, None)
+                self.chunks.pop(k, None)
+        return {"removed": len(keys)}
+
+
+class FakeCluster:
+    """A master and ``n`` fake workers (``w0``..``w{n-1}``)."""
+
+    def __init__(self, workers: int = 3, chunk_size: int = 2048) -> None:
+        self.master = start_master()
+        self.master_url = self.master.url
+        self.peers: dict[str, FakeWorker] = {}
+        self.workers: list[FakeWorker] = []
+        try:
+            with MasterClient(self.master_url, timeout=5) as client:
+                for i in range(workers):
+                    worker = FakeWorker(f"w{i}", self.peers, chunk_size)
+                    self.peers[worker.worker_id] = worker
+                    self.workers.append(worker)
+                    worker.register(client)
+        except BaseException:
+            self.stop()
+            raise
+
+    def worker(self, worker_id: str) -> FakeWorker:
+        return self.peers[worker_id]
+
+    def lose(self, worker_id: str) -> None:
+        """Crash a worker and tell the master (as its heartbeat timeout would)."""
+        self.peers[worker_id].crash()
+        with MasterClient(self.master_url, timeout=5) as client:
+            client.call(LoseWorker(worker_id, "crashed in a test"))
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+        self.master.stop()
+
+
+@contextmanager
+def fake_cluster(workers: int = 3, chunk_size: int = 2048) -> Iterator[FakeCluster]:
+    cluster = FakeCluster(workers, chunk_size)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
