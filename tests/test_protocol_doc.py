@@ -30,3 +30,10 @@ def test_the_documented_example_header_is_what_the_code_sends() -> None:
     example = Header(Kind.REQUEST, MsgType.STATUS, 1).encode()
     assert len(example) == HEADER_SIZE == 20
     assert " ".join(f"{b:02x}" for b in example) in DOC
+
+
+def test_the_documented_batch_header_is_the_codes() -> None:
+    from croupier.core.batch import BATCH_HEADER
+
+    assert BATCH_HEADER.size == 36
+    assert f'`struct "{BATCH_HEADER.format}"`' in DOC
