@@ -42,7 +42,7 @@ from croupier.core.commands import (
 )
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
-from croupier.core.errors import CroupierError, InternalError
+from croupier.core.errors import CroupierError, InternalError, Unavailable
 from croupier.core.events import (
     AppExpired,
     AppRegistered,
@@ -61,7 +61,7 @@ from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 
-__all__ = ["MasterActor", "ReplyFn", "Submit", "Tick"]
+__all__ = ["MasterActor", "Reload", "ReplyFn", "SetWritable", "Submit", "Tick"]
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,18 @@ class Tick:
 
 
 @dataclass(frozen=True, slots=True)
-class _Reload:
+class Reload:
+    """Rebuild the state from the log (after a failed append, or when the log is reachable again)."""
+
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetWritable:
+    """Accept (True) or refuse (False) commands that log events; reads go on either way."""
+
+    writable: bool
+    reason: str = ""
 
 
 class MasterActor(pykka.ThreadingActor):
@@ -106,9 +116,13 @@ class MasterActor(pykka.ThreadingActor):
         rng: random.Random | None = None,
         info: dict[str, Any] | None = None,
         coordinator: CommitCoordinator | None = None,
+        on_log_error: Callable[[CroupierError], None] | None = None,
     ) -> None:
         super().__init__()
         self._coordinator = coordinator
+        self._on_log_error = on_log_error
+        self._writable = True
+        self._unwritable_reason = ""
         self._log = log
         self._config = config
         self._clock = clock
@@ -180,8 +194,12 @@ class MasterActor(pykka.ThreadingActor):
         self.actor_ref.tell(Submit(command, None))
 
     def _committer_failed(self, error: CroupierError) -> None:
+        # on the committer's thread: stop writing at once, then reload on the actor thread
+        self._writable = False
         log.error("event log append failed (%s); reloading state from the log", error)
-        self.actor_ref.tell(_Reload(str(error)))
+        if self._on_log_error is not None:
+            self._on_log_error(error)
+        self.actor_ref.tell(Reload(str(error)))
 
     # -- messages -------------------------------------------------------------------------
     def on_receive(self, message: Any) -> Any:
@@ -190,10 +208,21 @@ class MasterActor(pykka.ThreadingActor):
                 self._handle(command, reply)
             case Tick(now):
                 self._sweep(now)
-            case _Reload(reason):
-                self._load()
+            case Reload(reason):
+                try:
+                    self._load()
+                except CroupierError as exc:
+                    # the log is unreachable (ZooKeeper down): keep serving reads, refuse writes
+                    self._writable = False
+                    self._unwritable_reason = f"the event log cannot be read: {exc.message}"
+                    log.error("reload after %r failed: %s", reason, exc)
+                    return None
                 self._committer.reset()
+                self._writable = True
                 log.warning("state reloaded from the log after: %s", reason)
+            case SetWritable(writable, reason):
+                self._writable = writable
+                self._unwritable_reason = reason
             case "describe":
                 return self._describe()
             case _:
@@ -202,6 +231,10 @@ class MasterActor(pykka.ThreadingActor):
 
     def _handle(self, command: Command, reply: ReplyFn | None) -> None:
         self.commands += 1
+        if command.WRITES and not self._writable:
+            error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
+            self._committer.submit((), _deliver(reply, None, error))
+            return
         now = self._clock()
         command = self._enrich(command, now)
         try:
@@ -225,7 +258,7 @@ class MasterActor(pykka.ThreadingActor):
         except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)
             self._committer.submit((), _deliver(reply, None, InternalError(str(exc))))
-            self.actor_ref.tell(_Reload(f"apply rejected an event: {exc}"))
+            self.actor_ref.tell(Reload(f"apply rejected an event: {exc}"))
             return
         if isinstance(command, WorkerHeartbeat | RegisterWorker):
             self._worker_seen[command.worker_id] = now
@@ -323,6 +356,7 @@ class MasterActor(pykka.ThreadingActor):
             "log_groups": self._committer.groups,
             "log_records": self._committer.records,
             "in_grace": now < self._grace_until,
+            "writable": self._writable,
             "worker_heartbeat_age": {w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
             "worker_load": dict(sorted(self._worker_load.items())),
         }

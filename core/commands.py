@@ -33,6 +33,7 @@ __all__ = [
     "ReportCommit",
     "RevivePartition",
     "Status",
+    "TakeOver",
     "UnregisterApp",
     "UnregisterShuffle",
     "WorkerHeartbeat",
@@ -312,6 +313,23 @@ class Status(Command):
     WRITES = False
 
 
+@dataclass(frozen=True, slots=True)
+class TakeOver(Command):
+    """Internal: a newly elected leader logs its term before it serves (never from clients)."""
+
+    TYPE = MsgType.TAKE_OVER
+    term: int
+    leader: str
+
+    def validate(self) -> None:
+        int_id("term", self.term)
+        if not self.leader.startswith("tcp://"):
+            raise BadRequest("leader must be a tcp:// URL")
+
+
+INTERNAL_TYPES = frozenset({int(MsgType.TAKE_OVER)})
+
+
 COMMAND_TYPES: dict[int, type[Command]] = {
     int(cls.TYPE): cls
     for cls in (
@@ -333,6 +351,7 @@ COMMAND_TYPES: dict[int, type[Command]] = {
         GetShuffle,
         UnregisterShuffle,
         Status,
+        TakeOver,
     )
 }
 

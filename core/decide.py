@@ -33,6 +33,7 @@ from croupier.core.commands import (
     ReportCommit,
     RevivePartition,
     Status,
+    TakeOver,
     UnregisterApp,
     UnregisterShuffle,
     WorkerHeartbeat,
@@ -43,6 +44,7 @@ from croupier.core.events import (
     AppRegistered,
     AppUnregistered,
     Event,
+    LeaderChanged,
     MapperEnded,
     PartitionRevived,
     ShuffleCommitted,
@@ -414,6 +416,12 @@ def _status(state: MasterState, cmd: Status, now: float, rng: random.Random) -> 
     return status_reply(state), []
 
 
+def _take_over(state: MasterState, cmd: TakeOver, now: float, rng: random.Random) -> Decision:
+    if cmd.term <= state.term:
+        raise Conflict(f"term {cmd.term} is not newer than the logged term {state.term}")
+    return {"term": cmd.term}, [LeaderChanged(cmd.term, cmd.leader)]
+
+
 def _ping(state: MasterState, cmd: Ping, now: float, rng: random.Random) -> Decision:
     return {"pong": True, "term": state.term}, []
 
@@ -437,6 +445,7 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
     GetShuffle: _get_shuffle,
     UnregisterShuffle: _unregister_shuffle,
     Status: _status,
+    TakeOver: _take_over,
 }
 
 

@@ -69,6 +69,7 @@ class MsgType(IntEnum):
     UNREGISTER_SHUFFLE = 35
     GET_SHUFFLE = 36
     STATUS = 40
+    TAKE_OVER = 41
     # worker data plane (JSON body + raw payload frames, see core/dataplane.py)
     PUSH = 50
     REPLICATE = 51

@@ -21,7 +21,7 @@ from typing import Any, Self
 
 from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import MasterActor, Submit, Tick
-from croupier.core.commands import COMMAND_TYPES, Command, decode_command
+from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, decode_command
 from croupier.core.config import MasterConfig
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog, MemoryEventLog
@@ -82,7 +82,10 @@ class MasterService:
             else:
                 self._log = MemoryEventLog()
             self._server = RpcServer(
-                self._listen, self._on_request, name="master", allowed_types=COMMAND_TYPES.keys()
+                self._listen,
+                self._on_request,
+                name="master",
+                allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
             )
             # bind first so that the URL (port 0) is known for status replies
             self._server.start()

@@ -76,6 +76,7 @@ commands: st.SearchStrategy[c.Command] = st.one_of(
     st.builds(c.GetLocations, app_id=app_ids, shuffle_id=shuffle_ids, partition=st.integers(0, 20)),
     st.builds(c.UnregisterShuffle, app_id=app_ids, shuffle_id=shuffle_ids),
     st.builds(c.Status),
+    st.builds(c.TakeOver, term=st.integers(0, 5), leader=st.just("tcp://127.0.0.1:9097")),
 )
 
 live_apps = st.sampled_from(APPS[:2])
