@@ -114,6 +114,8 @@ class ClientConfig:
         rpc_timeout: per-request reply timeout (master calls, pushes), seconds.
         fetch_timeout: reply timeout of OPEN_STREAM and FETCH_CHUNK; a copy that does not
             answer in time is read from the other copy.
+        failover_deadline: master calls keep retrying (timeouts, UNAVAILABLE, NOT_LEADER)
+            this long, so that a shuffle goes on across a leader election.
         rpc_retries: master call attempts over its endpoints.
         app_heartbeat_interval: seconds between ``AppHeartbeat`` calls.
         push_buffer_size: a partition's buffer becomes a batch at this size.
@@ -127,6 +129,7 @@ class ClientConfig:
 
     rpc_timeout: float = 30.0
     fetch_timeout: float = 10.0
+    failover_deadline: float = 60.0
     rpc_retries: int = 3
     app_heartbeat_interval: float = 10.0
     push_buffer_size: int = 64 * 1024

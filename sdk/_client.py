@@ -74,7 +74,9 @@ class Client:
     def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
         self.url = url
         self.config = config or ClientConfig()
-        self._master = MasterClient(url, timeout=self.config.rpc_timeout)
+        self._master = MasterClient(
+            url, timeout=self.config.rpc_timeout, deadline=self.config.failover_deadline
+        )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
         self._apps: list[App] = []

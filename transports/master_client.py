@@ -1,17 +1,21 @@
-"""``MasterClient``: typed commands to the master, over a list of master endpoints.
+"""``MasterClient``: typed commands to the master, wherever the leader is.
 
-It tries the endpoints in turn on timeouts and ``UNAVAILABLE``, and follows
-``NOT_LEADER`` redirects (the follower names the leader). ZooKeeper discovery
-(``zk://``) arrives with the HA ensemble.
+``url`` is a list of masters (``tcp://a:p,tcp://b:p``), tried in turn, or a
+ZooKeeper ensemble (``zk://h1:2181,h2:2181/root``), where the leader publishes
+its address in ``<root>/leader``. Either way the client follows ``NOT_LEADER``
+redirects and retries timeouts and ``UNAVAILABLE`` (for example during a leader
+election) until ``deadline`` seconds have passed. Retried commands must be
+idempotent: the master's are, when they carry their ids (DESIGN §4).
 
 Usage::
 
-    with MasterClient("tcp://127.0.0.1:9097") as master:
+    with MasterClient("zk://127.0.0.1:2181/croupier") as master:
         reply = master.call(Status())
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -29,23 +33,34 @@ log = logging.getLogger(__name__)
 
 
 class MasterClient:
-    """Thread-safe client of the master (one RPC at a time per endpoint).
+    """Thread-safe client of the master (one RPC at a time).
 
     Parameters:
-        url: ``tcp://h:p[,tcp://h:p...]``.
+        url: ``tcp://h:p[,tcp://h:p...]`` or ``zk://hosts/root``.
         timeout: per-try reply timeout, seconds.
-        attempts: how many endpoint tries (with redirects) before giving up.
+        attempts: at least this many tries before giving up ...
+        deadline: ... and keep trying until this many seconds have passed (failovers; 0 = attempts only).
         backoff: the pause between rounds over all endpoints.
     """
 
-    def __init__(self, url: str, *, timeout: float = 10.0, attempts: int = 10, backoff: float = 0.2) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        attempts: int = 10,
+        deadline: float = 0.0,
+        backoff: float = 0.2,
+    ) -> None:
         parsed = parse_master_url(url)
-        if parsed.kind != "tcp":
-            raise ValueError(f"{url}: ZooKeeper discovery (zk://) needs the HA ensemble, not built yet")
         self.url = url
-        self._endpoints = list(parsed.endpoints)
+        self._zk_hosts = ",".join(parsed.endpoints) if parsed.kind == "zk" else ""
+        self._zk_root = parsed.root
+        self._zk: Any = None
+        self._endpoints = list(parsed.endpoints) if parsed.kind == "tcp" else []
         self._timeout = timeout
         self._attempts = attempts
+        self._deadline = deadline
         self._backoff = backoff
         self._clients: dict[str, RpcClient] = {}
         self._current = 0
@@ -58,21 +73,58 @@ class MasterClient:
             client = self._clients[endpoint] = RpcClient(endpoint, timeout=self._timeout, retries=0)
         return client
 
+    def _resolve(self) -> None:
+        """zk:// only: read the leader's URL from ``<root>/leader``."""
+        if not self._zk_hosts:
+            return
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+        from kazoo.retry import KazooRetry
+
+        try:
+            if self._zk is None:
+                self._zk = KazooClient(
+                    hosts=self._zk_hosts,
+                    timeout=10.0,
+                    connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+                    read_only=True,
+                )
+                self._zk.start(timeout=self._timeout)
+            data, _ = self._zk.get(f"{self._zk_root}/leader")
+            leader = str(json.loads(data)["url"])
+        except NoNodeError:
+            raise Unavailable(f"no leader in {self.url} yet (an election is under way)") from None
+        except CroupierError:
+            raise
+        except Exception as exc:  # kazoo timeouts and connection errors
+            if self._zk is not None:
+                self._zk.stop()
+                self._zk.close()
+                self._zk = None
+            raise Unavailable(f"cannot read the leader from {self.url}: {exc}") from exc
+        if leader not in self._endpoints:
+            self._endpoints.append(leader)
+        self._current = self._endpoints.index(leader)
+
     def call(self, command: Command, *, timeout: float | None = None) -> dict[str, Any]:
         """Send one command; return the reply body.
 
         Raises:
-            CroupierError: the master refused the command (not retried unless retriable
-                and caused by leadership or availability), or no master answered.
+            CroupierError: the master refused the command, or no leader answered in time.
         """
         msg_type, body = encode_command(command)
         last: CroupierError | None = None
         with self._lock:
             if self._closed:
                 raise Unavailable("MasterClient is closed")
-            for attempt in range(self._attempts):
-                endpoint = self._endpoints[self._current % len(self._endpoints)]
+            give_up = time.monotonic() + self._deadline
+            attempt = 0
+            while attempt < self._attempts or time.monotonic() < give_up:
+                attempt += 1
                 try:
+                    if not self._endpoints or (self._zk_hosts and last is not None):
+                        self._resolve()
+                    endpoint = self._endpoints[self._current % len(self._endpoints)]
                     reply = self._client(endpoint).call(msg_type, body, timeout=timeout or self._timeout)
                     return reply.body
                 except NotLeader as exc:
@@ -81,11 +133,13 @@ class MasterClient:
                     if leader and leader not in self._endpoints:
                         self._endpoints.append(leader)
                     self._current = self._endpoints.index(leader) if leader else self._current + 1
+                    if not leader:
+                        time.sleep(self._backoff)
                 except (RequestTimeout, Unavailable) as exc:
                     last = exc
                     self._current += 1
-                if attempt % len(self._endpoints) == len(self._endpoints) - 1:
-                    time.sleep(self._backoff)
+                    if not self._endpoints or self._current % len(self._endpoints) == 0:
+                        time.sleep(self._backoff)
         assert last is not None
         log.warning("no master answered %s: %s", type(command).__name__, last)
         raise last
@@ -96,6 +150,10 @@ class MasterClient:
             for client in self._clients.values():
                 client.close()
             self._clients.clear()
+            if self._zk is not None:
+                self._zk.stop()
+                self._zk.close()
+                self._zk = None
 
     def __enter__(self) -> Self:
         return self
