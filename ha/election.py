@@ -94,7 +94,7 @@ class LeaderElection:
         mine = self.node.rsplit("/", 1)[1]
         if mine not in names:
             raise NoNodeError(f"{self.node} is gone (the session expired)")
-        return names[0] == mine
+        return bool(names[0] == mine)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until this contender leads (True) or ``timeout`` passes (False).

@@ -124,7 +124,13 @@ class EventLog(Protocol):
     Every method may be called from any thread; implementations serialise
     them with a lock. After ``close()`` every other method raises
     ``ValueError``.
+
+    State:
+        max_record_bytes: the largest record ``append`` accepts (``MAX_RECORD_BYTES`` for
+            the memory and file logs; less for ZooKeeper, whose znodes hold ~1 MiB).
     """
+
+    max_record_bytes: int
 
     def append(self, records: Sequence[bytes]) -> int:
         """Durably append one group (one group commit), all or nothing.
@@ -133,7 +139,7 @@ class EventLog(Protocol):
         for an empty group.
 
         Raises:
-            ValueError: a record is larger than ``MAX_RECORD_BYTES`` (nothing is appended).
+            ValueError: a record is larger than ``max_record_bytes`` (nothing is appended).
             TypeError: a record is not bytes-like.
             Unavailable: the storage failed; the log refuses further writes.
         """
@@ -213,6 +219,8 @@ class MemoryEventLog:
     Raises:
         LogLocked: ``store`` is open in another ``MemoryEventLog``.
     """
+
+    max_record_bytes = MAX_RECORD_BYTES
 
     def __init__(self, store: MemoryLogStore | None = None) -> None:
         self.store = store if store is not None else MemoryLogStore()

@@ -254,6 +254,8 @@ class FileEventLog:
         Unavailable: the directory cannot be read or written.
     """
 
+    max_record_bytes = MAX_RECORD_BYTES
+
     def __init__(
         self, directory: str | os.PathLike[str], *, segment_bytes: int = DEFAULT_SEGMENT_BYTES
     ) -> None:

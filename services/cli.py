@@ -43,14 +43,23 @@ def cmd_master(args: argparse.Namespace) -> int:
     from croupier.core.urls import parse_listen
     from croupier.services.master import MasterService
 
-    if args.ha:
-        print(f"croupier master: --ha {args.ha}: the ZooKeeper ensemble is not built yet", file=sys.stderr)
-        return 2
     config = MasterConfig(
         worker_timeout=parse_duration(args.worker_timeout),
         app_timeout=parse_duration(args.app_timeout),
         takeover_grace=parse_duration(args.grace),
     )
+    if args.ha:
+        from croupier.services.ha_master import HaMasterService
+
+        with HaMasterService(
+            parse_listen(args.listen),
+            args.ha,
+            config=config,
+            session_timeout=parse_duration(args.session_timeout),
+        ) as member:
+            print(member.url, flush=True)
+            _wait_for_signal()
+        return 0
     data_dir = args.data_dir or _default_data_dir()
     with MasterService(parse_listen(args.listen), data_dir, config=config) as master:
         # the bound URL is the first line on stdout, so scripts can read it
@@ -92,6 +101,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         else:
             master = status.get("master", {})
             print(f"master   {master.get('url', '?')}  role {master.get('role', '?')}  term {status['term']}")
+            if "leader" in master:
+                print(f"leader   {master.get('leader') or '(none)'}")
+                print(f"followers {', '.join(master.get('followers', [])) or '(none)'}")
             print(f"log      {master.get('log', '?')} at seq {status['seq']}")
             print(
                 f"cluster  {len(status['workers'])} workers, {len(status['apps'])} apps, "
@@ -135,10 +147,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
-    if args.ha:
-        print("croupier local --ha: the ZooKeeper ensemble is not built yet", file=sys.stderr)
-        return 2
-    with LocalCluster(args.workers, args.data_dir, processes=True) as cluster:
+    with LocalCluster(args.workers, args.data_dir, processes=True, ha=args.ha) as cluster:
         print(cluster.master_url, flush=True)
         print(
             f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
@@ -159,6 +168,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return main_demo(parse_size(args.size), args.mappers, args.partitions, args.workers, args.json)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from croupier.services.bench import main_bench
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    return main_bench(
+        scenarios, ha=args.ha, runs=args.runs, commands=args.commands, clients=args.clients, as_json=args.json
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
@@ -168,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--listen", default="127.0.0.1:9097", help="HOST:PORT (port 0 = any free port)")
     m.add_argument("--data-dir", help=f"event log directory (default {_default_data_dir()})")
     m.add_argument("--ha", help="zk://HOSTS/ROOT: join a ZooKeeper master ensemble")
+    m.add_argument("--session-timeout", default="4s", help="ZooKeeper session timeout (with --ha)")
     m.add_argument("--worker-timeout", default="120s", help="declare a silent worker lost after this")
     m.add_argument("--app-timeout", default="300s", help="expire a silent app after this")
     m.add_argument("--grace", default="30s", help="no worker or app is declared lost this soon after start")
@@ -205,6 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=3)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
+    b = sub.add_parser("bench", help="benchmarks, side by side in one run")
+    b.add_argument("--scenarios", default="control")
+    b.add_argument("--ha", action="store_true", help="also measure with a local ZooKeeper")
+    b.add_argument("--runs", type=int, default=3)
+    b.add_argument("--commands", type=int, default=20_000)
+    b.add_argument("--clients", type=int, default=4)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -92,8 +92,17 @@ class LocalCluster:
         master_config: MasterConfig | None = None,
         worker_config: WorkerConfig | None = None,
         worker_args: list[str] | None = None,
+        ha: bool = False,
+        masters: int = 3,
+        session_timeout: float = 2.0,
     ) -> None:
         self.num_workers = workers
+        self.ha = ha
+        self.num_masters = masters if ha else 1
+        self.session_timeout = session_timeout
+        self.zookeeper: Any = None
+        self.ha_masters: list[Any] = []
+        self._master_procs: list[_Child] = []
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if base_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="croupier-local-")
@@ -112,7 +121,9 @@ class LocalCluster:
     def start(self, timeout: float = 60.0) -> Self:
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
-            if self.processes:
+            if self.ha:
+                self._start_ha()
+            elif self.processes:
                 cfg = self.master_config
                 self._master_proc = _Child(
                     [
@@ -145,6 +156,73 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _start_ha(self) -> None:
+        """A local ZooKeeper (from the system install), then the master ensemble, then workers."""
+        from croupier.ha.zkserver import LocalZooKeeper
+
+        self.zookeeper = LocalZooKeeper(self.base_dir / "zookeeper", nodes=1).start()
+        self.master_url = self.zookeeper.url("/croupier")
+        for i in range(self.num_masters):
+            self._start_master(i)
+        for i in range(self.num_workers):
+            if self.processes:
+                self._worker_procs.append(self._spawn_worker(i))
+            else:
+                self.workers.append(self._worker(i).start())
+
+    def _start_master(self, i: int) -> None:
+        cfg = self.master_config
+        if self.processes:
+            child = _Child(
+                [
+                    "master",
+                    "--ha",
+                    self.master_url,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--session-timeout",
+                    f"{self.session_timeout}s",
+                    "--worker-timeout",
+                    f"{cfg.worker_timeout}s",
+                    "--app-timeout",
+                    f"{cfg.app_timeout}s",
+                    "--grace",
+                    f"{cfg.takeover_grace}s",
+                ],
+                self.base_dir / f"master{i}.log",
+            )
+            if i < len(self._master_procs):
+                self._master_procs[i] = child
+            else:
+                self._master_procs.append(child)
+        else:
+            from croupier.services.ha_master import HaMasterService
+
+            member = HaMasterService(
+                "tcp://127.0.0.1:0", self.master_url, config=cfg, session_timeout=self.session_timeout
+            ).start()
+            if i < len(self.ha_masters):
+                self.ha_masters[i] = member
+            else:
+                self.ha_masters.append(member)
+
+    def master_urls(self) -> list[str]:
+        """The RPC URL of every master (HA mode)."""
+        if self.processes:
+            return [c.first_line for c in self._master_procs]
+        return [m.url for m in self.ha_masters]
+
+    def kill_master(self, i: int) -> None:
+        """HA mode: SIGKILL master ``i`` (in-process: stop it abruptly)."""
+        if self.processes:
+            self._master_procs[i].kill()
+            self._master_procs[i].stop()
+        else:
+            self.ha_masters[i].stop()
+
+    def restart_master(self, i: int) -> None:
+        self._start_master(i)
 
     def _worker_dirs(self, i: int) -> list[Path]:
         return [self.base_dir / f"worker{i}" / "disk0"]
@@ -216,6 +294,13 @@ class LocalCluster:
             self.master.stop()
         if self._master_proc is not None:
             self._master_proc.stop()
+        for member in self.ha_masters:
+            member.stop()
+        for child in self._master_procs:
+            child.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+            self.zookeeper = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

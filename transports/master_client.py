@@ -58,7 +58,9 @@ class MasterClient:
         self._zk_root = parsed.root
         self._zk: Any = None
         self._endpoints = list(parsed.endpoints) if parsed.kind == "tcp" else []
-        self._timeout = timeout
+        # behind ZooKeeper, a dead leader is noticed by a timeout: keep each try short so that
+        # the client finds the new leader soon after the election
+        self._timeout = min(timeout, 5.0) if self._zk_hosts else timeout
         self._attempts = attempts
         self._deadline = deadline
         self._backoff = backoff

@@ -3,13 +3,18 @@
 A backend is a ``Backend`` that can open a fresh log and reopen it over the
 same storage (the same directory, or the same ``MemoryLogStore``). Adding a
 backend means adding a branch to ``Backend.open`` and a name to ``BACKENDS``.
+
+A backend that needs a server (ZooKeeper: ``integration/test_zk_eventlog.py``)
+reuses the tests from its own module instead: it imports them and overrides
+the ``kind``, ``backend`` and ``backend_factory`` fixtures with a ``Backend``
+subclass whose ``open`` opens its kind of log.
 """
 
 from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +23,6 @@ from hypothesis import strategies as st
 
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import (
-    MAX_RECORD_BYTES,
     EventLog,
     LogLocked,
     LogTruncated,
@@ -75,6 +79,12 @@ def backend(kind: str, tmp_path: Path) -> Iterator[Backend]:
     b = Backend(kind, tmp_path / "eventlog")
     yield b
     b.close_all()
+
+
+@pytest.fixture(scope="module")
+def backend_factory(kind: str) -> Callable[[Path], Backend]:
+    """Makes a ``Backend`` over a directory; module-scoped, so the property test may use it."""
+    return lambda directory: Backend(kind, directory)
 
 
 @pytest.fixture
@@ -149,14 +159,14 @@ def test_bad_group_appends_nothing(log: EventLog) -> None:
     with pytest.raises(TypeError, match="bytes"):
         log.append([b"ok", "text"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="limit"):
-        log.append([b"ok", bytes(MAX_RECORD_BYTES + 1)])
+        log.append([b"ok", bytes(log.max_record_bytes + 1)])
     assert log.last_seq() == 1
     assert list(log.read()) == [(1, b"a")]
     assert log.append([b"b"]) == 2
 
 
 def test_largest_record_is_accepted(log: EventLog) -> None:
-    big = b"\xab" * MAX_RECORD_BYTES
+    big = b"\xab" * log.max_record_bytes
     assert log.append([big]) == 1
     assert list(log.read()) == [(1, big)]
 
@@ -362,11 +372,13 @@ def fold(records: list[bytes]) -> bytes:
 
 @settings(max_examples=50, deadline=None, database=None)
 @given(ops=_ops)
-def test_snapshot_plus_tail_equals_the_model(kind: str, ops: list[tuple[str, object]]) -> None:
+def test_snapshot_plus_tail_equals_the_model(
+    backend_factory: Callable[[Path], Backend], ops: list[tuple[str, object]]
+) -> None:
     model: list[bytes] = []
     snap_seq = 0
     with tempfile.TemporaryDirectory() as d:
-        b = Backend(kind, Path(d))
+        b = backend_factory(Path(d))
         try:
             log = b.open()
             for op, arg in ops:
