@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar, Union
 
 from croupier.core.errors import BadRequest
@@ -32,14 +33,26 @@ def to_json(obj: Any) -> Any:
     return obj
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+Converter = Callable[[Any, str], Any]
+_PLANS: dict[type, tuple[list[tuple[str, Converter, bool]], frozenset[str]]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
-    return hints
+def _plan(cls: type) -> tuple[list[tuple[str, Converter, bool]], frozenset[str]]:
+    """Per class, once: each field's name, converter and whether it is required."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        fields = [
+            (
+                f.name,
+                _compile(hints[f.name]),
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            )
+            for f in dataclasses.fields(cls)
+            if f.init
+        ]
+        plan = _PLANS[cls] = (fields, frozenset(name for name, _, _ in fields))
+    return plan
 
 
 def from_json(cls: type[T], data: Any, path: str = "") -> T:
@@ -51,20 +64,17 @@ def from_json(cls: type[T], data: Any, path: str = "") -> T:
     where = path or cls.__name__
     if not isinstance(data, dict):
         raise BadRequest(f"{where}: expected an object, got {type(data).__name__}")
-    hints = _hints(cls)
+    fields, names = _plan(cls)
     kwargs: dict[str, Any] = {}
-    names = set()
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if not f.init:
-            continue
-        names.add(f.name)
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise BadRequest(f"{where}: missing field {f.name!r}")
-    extra = set(data) - names
-    if extra:
-        raise BadRequest(f"{where}: unknown fields {sorted(extra)}")
+    for name, convert, required in fields:
+        if name in data:
+            kwargs[name] = convert(data[name], f"{where}.{name}")
+        elif required:
+            raise BadRequest(f"{where}: missing field {name!r}")
+    if len(data) > len(kwargs):
+        extra = set(data) - names
+        if extra:
+            raise BadRequest(f"{where}: unknown fields {sorted(extra)}")
     try:
         return cls(**kwargs)
     except BadRequest:
@@ -73,59 +83,105 @@ def from_json(cls: type[T], data: Any, path: str = "") -> T:
         raise BadRequest(f"{where}: {exc}") from exc
 
 
-def _convert(tp: Any, value: Any, path: str) -> Any:
+def _expect(kind: str, value: Any, path: str) -> BadRequest:
+    return BadRequest(f"{path}: expected {kind}, got {type(value).__name__}")
+
+
+def _int(value: Any, path: str) -> int:
+    if type(value) is not int:
+        raise _expect("an integer", value, path)
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    if type(value) is not str:
+        raise _expect("a string", value, path)
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if type(value) is not bool:
+        raise _expect("a boolean", value, path)
+    return value
+
+
+def _float(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _expect("a number", value, path)
+    return float(value)
+
+
+def _any(value: Any, path: str) -> Any:
+    return value
+
+
+def _compile(tp: Any) -> Converter:
+    """A converter that checks and converts JSON values of type ``tp``."""
     supertype = getattr(tp, "__supertype__", None)
     if supertype is not None:  # typing.NewType: check as the underlying type
-        return _convert(supertype, value, path)
+        return _compile(supertype)
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(arg, value, path)
-            except BadRequest:
-                continue
-        raise BadRequest(f"{path}: {value!r} does not match {tp}")
+        nullable = type(None) in args
+        options = [_compile(a) for a in args if a is not type(None)]
+
+        def union(value: Any, path: str) -> Any:
+            if value is None and nullable:
+                return None
+            for option in options:
+                try:
+                    return option(value, path)
+                except BadRequest:
+                    continue
+            raise BadRequest(f"{path}: {value!r} does not match {tp}")
+
+        return union
     if origin is tuple:
         args = typing.get_args(tp)
-        if not isinstance(value, list | tuple):
-            raise BadRequest(f"{path}: expected a list, got {type(value).__name__}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
-        if len(args) != len(value):
-            raise BadRequest(f"{path}: expected {len(args)} items, got {len(value)}")
-        return tuple(_convert(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+            item = _compile(args[0])
+
+            def var_tuple(value: Any, path: str) -> tuple[Any, ...]:
+                if not isinstance(value, list | tuple):
+                    raise _expect("a list", value, path)
+                return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+            return var_tuple
+        items = [_compile(a) for a in args]
+
+        def fixed_tuple(value: Any, path: str) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                raise _expect("a list", value, path)
+            if len(items) != len(value):
+                raise BadRequest(f"{path}: expected {len(items)} items, got {len(value)}")
+            return tuple(
+                conv(v, f"{path}[{i}]") for i, (conv, v) in enumerate(zip(items, value, strict=True))
+            )
+
+        return fixed_tuple
     if origin is dict:
         key_t, val_t = typing.get_args(tp)
-        if not isinstance(value, dict):
-            raise BadRequest(f"{path}: expected an object, got {type(value).__name__}")
-        out = {}
-        for k, v in value.items():
-            key = int(k) if key_t is int and isinstance(k, str) and k.lstrip("-").isdigit() else k
-            out[_convert(key_t, key, f"{path}.key")] = _convert(val_t, v, f"{path}.{k}")
-        return out
+        key_conv, val_conv = _compile(key_t), _compile(val_t)
+
+        def mapping(value: Any, path: str) -> dict[Any, Any]:
+            if not isinstance(value, dict):
+                raise _expect("an object", value, path)
+            out = {}
+            for k, v in value.items():
+                key = int(k) if key_t is int and isinstance(k, str) and k.lstrip("-").isdigit() else k
+                out[key_conv(key, f"{path}.key")] = val_conv(v, f"{path}.{k}")
+            return out
+
+        return mapping
     if dataclasses.is_dataclass(tp):
-        return from_json(typing.cast(type, tp), value, path)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise BadRequest(f"{path}: expected a boolean, got {type(value).__name__}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise BadRequest(f"{path}: expected an integer, got {type(value).__name__}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BadRequest(f"{path}: expected a number, got {type(value).__name__}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise BadRequest(f"{path}: expected a string, got {type(value).__name__}")
-        return value
-    raise TypeError(f"{path}: unsupported field type {tp!r}")  # a bug in a message definition
+        cls = typing.cast(type, tp)
+        return lambda value, path: from_json(cls, value, path)
+    simple: dict[Any, Converter] = {Any: _any, bool: _bool, int: _int, float: _float, str: _str}
+    if tp in simple:
+        return simple[tp]
+
+    def unsupported(value: Any, path: str) -> Any:
+        raise TypeError(f"{path}: unsupported field type {tp!r}")  # a bug in a message definition
+
+    return unsupported

@@ -145,6 +145,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
+    from croupier.ha.zkserver import ZooKeeperNotInstalled
+
+    try:
+        return _run_local(args)
+    except ZooKeeperNotInstalled as exc:
+        print(f"croupier local --ha: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
     with LocalCluster(args.workers, args.data_dir, processes=True, ha=args.ha) as cluster:

@@ -295,6 +295,7 @@ class RpcServer:
         # The pipe is closed by stop() while other threads may still reply; the
         # lock makes sure nobody writes to an fd number the OS has since reused.
         self._wake_lock = threading.Lock()
+        self._wake_pending = False
         self._wake_r = -1
         self._wake_w = -1
         self._warn_bad = _RateLimitedWarning()
@@ -412,14 +413,20 @@ class RpcServer:
         self._wake()
 
     def _wake(self) -> None:
+        # One byte per pending wake-up, not per reply: a burst of replies from the
+        # committer costs one syscall. The flag is cleared before the loop drains.
+        if self._wake_pending:
+            return
         with self._wake_lock:
             if self._wake_w < 0:
                 return
+            self._wake_pending = True
             # A full pipe means a wake-up is already pending.
             with contextlib.suppress(BlockingIOError):
                 os.write(self._wake_w, b"\x01")
 
     def _drain_wake(self, fd: int) -> None:
+        self._wake_pending = False
         with contextlib.suppress(BlockingIOError):
             while os.read(fd, 4096):
                 pass
