@@ -88,28 +88,38 @@ def control_rate(url: str, *, commands: int = 20_000, clients: int = 4, window: 
     }
 
 
-def _file_master_rate(commands: int, clients: int) -> dict[str, Any]:
+def _file_master_rate(commands: int, clients: int, run: int) -> dict[str, Any]:
     from croupier.services.master import MasterService
 
     with tempfile.TemporaryDirectory() as tmp, MasterService("tcp://127.0.0.1:0", Path(tmp) / "m") as m:
+        control_rate(m.url, commands=min(2000, commands), clients=clients)  # warm-up, not counted
         return control_rate(m.url, commands=commands, clients=clients)
 
 
-def _zk_master_rate(commands: int, clients: int) -> dict[str, Any]:
-    from croupier.ha.zkserver import LocalZooKeeper
-    from croupier.services.ha_master import HaMasterService
+class _ZooKeeperRuns:
+    """One ZooKeeper for every run (a JVM needs warming up), a fresh root per run."""
 
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        LocalZooKeeper(Path(tmp) / "zk") as zk,
-        HaMasterService("tcp://127.0.0.1:0", zk.url("/bench")) as member,
-    ):
-        deadline = time.monotonic() + 30
-        while member.role != "leader":
-            if time.monotonic() > deadline:
-                raise TimeoutError("the master did not become leader")
-            time.sleep(0.05)
-        return control_rate(member.url, commands=commands, clients=clients)
+    def __init__(self) -> None:
+        from croupier.ha.zkserver import LocalZooKeeper
+
+        self._tmp = tempfile.TemporaryDirectory()
+        self.zk = LocalZooKeeper(Path(self._tmp.name) / "zk").start()
+
+    def __call__(self, commands: int, clients: int, run: int) -> dict[str, Any]:
+        from croupier.services.ha_master import HaMasterService
+
+        with HaMasterService("tcp://127.0.0.1:0", self.zk.url(f"/bench{run}")) as member:
+            deadline = time.monotonic() + 30
+            while member.role != "leader":
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the master did not become leader")
+                time.sleep(0.05)
+            control_rate(member.url, commands=min(2000, commands), clients=clients)  # warm-up
+            return control_rate(member.url, commands=commands, clients=clients)
+
+    def close(self) -> None:
+        self.zk.stop()
+        self._tmp.cleanup()
 
 
 def main_bench(
@@ -120,13 +130,20 @@ def main_bench(
         if scenario != "control":
             print(f"croupier bench: scenario {scenario!r} is not built yet")
             return 2
-        modes = {"file": _file_master_rate}
-        if ha:
-            modes["zookeeper"] = _zk_master_rate
-        for name, fn in modes.items():
-            rates = []
-            for _ in range(runs):
-                rates.append(fn(commands, clients)["per_s"])
+        zk_runs = _ZooKeeperRuns() if ha else None
+        modes: dict[str, Any] = {"file": _file_master_rate}
+        if zk_runs is not None:
+            modes["zookeeper"] = zk_runs
+        rates_by_mode: dict[str, list[int]] = {name: [] for name in modes}
+        try:
+            # interleave the modes, so that both see the same noise on a shared machine
+            for run in range(runs):
+                for name, fn in modes.items():
+                    rates_by_mode[name].append(fn(commands, clients, run)["per_s"])
+        finally:
+            if zk_runs is not None:
+                zk_runs.close()
+        for name, rates in rates_by_mode.items():
             results[f"control/{name}"] = {
                 "median_per_s": statistics.median(rates),
                 "min_per_s": min(rates),

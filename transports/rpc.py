@@ -426,10 +426,12 @@ class RpcServer:
                 os.write(self._wake_w, b"\x01")
 
     def _drain_wake(self, fd: int) -> None:
-        self._wake_pending = False
         with contextlib.suppress(BlockingIOError):
             while os.read(fd, 4096):
                 pass
+        # Cleared after reading and before the outbox is drained: a producer that saw the
+        # flag set put its reply in before this point, so the drain that follows sends it.
+        self._wake_pending = False
 
     def _drain_outbox(self) -> None:
         while True:
