@@ -65,12 +65,7 @@ class Push:
     replica: ReplicaTarget | None = None
 
     def validate(self) -> None:
-        _location(self)
-        if not self.batches:
-            raise BadRequest("a push carries at least one batch")
-        for p, e in self.batches:
-            int_id("partition", p)
-            int_id("epoch", e)
+        _batches(self)
         if self.replica is not None:
             worker_id(self.replica.worker_id)
             worker_id(self.replica.incarnation)
@@ -87,12 +82,17 @@ class Replicate:
     batches: tuple[tuple[int, int], ...]
 
     def validate(self) -> None:
-        _location(self)
-        if not self.batches:
-            raise BadRequest("a replicate carries at least one batch")
-        for p, e in self.batches:
-            int_id("partition", p)
-            int_id("epoch", e)
+        _batches(self)
+
+
+def _batches(body: Push | Replicate) -> None:
+    """The checks PUSH and REPLICATE share: where the batches go."""
+    _location(body)
+    if not body.batches:
+        raise BadRequest(f"a {type(body).__name__.lower()} carries at least one batch")
+    for p, e in body.batches:
+        int_id("partition", p)
+        int_id("epoch", e)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +129,16 @@ class OpenStream:
     incarnation: str
 
     def validate(self) -> None:
-        _location(self)
-        int_id("partition", self.partition)
-        int_id("epoch", self.epoch)
-        if self.role not in (PRIMARY, REPLICA):
-            raise BadRequest(f"role must be {PRIMARY!r} or {REPLICA!r}")
+        _stream(self)
+
+
+def _stream(body: OpenStream | FetchChunk) -> None:
+    """The checks OPEN_STREAM and FETCH_CHUNK share: one committed location copy."""
+    _location(body)
+    int_id("partition", body.partition)
+    int_id("epoch", body.epoch)
+    if body.role not in (PRIMARY, REPLICA):
+        raise BadRequest(f"role must be {PRIMARY!r} or {REPLICA!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +155,8 @@ class FetchChunk:
     chunk: int
 
     def validate(self) -> None:
-        _location(self)
-        int_id("partition", self.partition)
-        int_id("epoch", self.epoch)
+        _stream(self)
         int_id("chunk", self.chunk)
-        if self.role not in (PRIMARY, REPLICA):
-            raise BadRequest(f"role must be {PRIMARY!r} or {REPLICA!r}")
 
 
 @dataclass(frozen=True, slots=True)
