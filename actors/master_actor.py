@@ -61,7 +61,7 @@ from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 
-__all__ = ["MasterActor", "Reload", "ReplyFn", "SetWritable", "Submit", "Tick"]
+__all__ = ["MasterActor", "Reload", "ReplyFn", "SetWritable", "Submit", "SubmitMany", "Tick"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,13 @@ ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
 class Submit:
     command: Command
     reply: ReplyFn | None
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitMany:
+    """A burst of commands read together: one actor message instead of one each."""
+
+    items: list[tuple[Command, ReplyFn | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +213,9 @@ class MasterActor(pykka.ThreadingActor):
         match message:
             case Submit(command, reply):
                 self._handle(command, reply)
+            case SubmitMany(items):
+                for command, reply in items:
+                    self._handle(command, reply)
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):

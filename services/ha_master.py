@@ -43,7 +43,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.retry import KazooRetry
 
 from croupier.actors.commit_coordinator import CommitCoordinator
-from croupier.actors.master_actor import MasterActor, Reload, SetWritable, Submit, Tick
+from croupier.actors.master_actor import MasterActor, Reload, ReplyFn, SetWritable, Submit, SubmitMany, Tick
 from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
 from croupier.core.config import MasterConfig
 from croupier.core.decide import status_reply
@@ -110,6 +110,7 @@ class HaMasterService:
         self._follower_state = MasterState()
         self._fold_lock = threading.Lock()
         self._ticker: threading.Thread | None = None
+        self._burst: list[tuple[Command, ReplyFn | None]] = []
 
     @property
     def url(self) -> str:
@@ -136,6 +137,7 @@ class HaMasterService:
                 self._on_request,
                 name="ha-master",
                 allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
+                on_batch_end=self._flush,
             )
             self._server.start()
             self._view = ZooKeeperEventLog(self._zk, self.root, writer=False)
@@ -378,6 +380,18 @@ class HaMasterService:
             if actor is not None:
                 actor.tell(Tick(self._clock()))
 
+    def _flush(self) -> None:
+        # on the RPC server thread, after each burst it read: one actor message per burst
+        actor = self._actor
+        if self._burst:
+            burst, self._burst = self._burst, []
+            if actor is not None:
+                actor.tell(SubmitMany(burst))
+            else:
+                for _, reply in burst:
+                    if reply is not None:
+                        reply(None, Unavailable("this master stepped down; retry"))
+
     def _ensemble(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "role": self.role,
@@ -407,7 +421,7 @@ class HaMasterService:
                 else:
                     responder.ok(body)
 
-            actor.tell(Submit(command, reply))
+            self._burst.append((command, reply))
             return
         if isinstance(command, Status):
             with self._fold_lock:

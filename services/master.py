@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from croupier.actors.commit_coordinator import CommitCoordinator
-from croupier.actors.master_actor import MasterActor, Submit, Tick
+from croupier.actors.master_actor import MasterActor, ReplyFn, Submit, SubmitMany, Tick
 from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, decode_command
 from croupier.core.config import MasterConfig
 from croupier.core.errors import CroupierError, Unavailable
@@ -66,6 +66,7 @@ class MasterService:
         self._server: RpcServer | None = None
         self._ticker: threading.Thread | None = None
         self._coordinator: CommitCoordinator | None = None
+        self._burst: list[tuple[Command, ReplyFn | None]] = []
         self._stop_ticker = threading.Event()
 
     @property
@@ -86,6 +87,7 @@ class MasterService:
                 self._on_request,
                 name="master",
                 allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
+                on_batch_end=self._flush,
             )
             # bind first so that the URL (port 0) is known for status replies
             self._server.start()
@@ -161,4 +163,10 @@ class MasterService:
             else:
                 responder.ok(body)
 
-        actor.tell(Submit(command, reply))
+        self._burst.append((command, reply))
+
+    def _flush(self) -> None:
+        # on the RPC server thread, after each burst it read: one actor message per burst
+        if self._burst and self._actor is not None:
+            burst, self._burst = self._burst, []
+            self._actor.tell(SubmitMany(burst))

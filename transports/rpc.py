@@ -262,6 +262,8 @@ class RpcServer:
         name: used in the thread name and in logs.
         max_message_bytes: libzmq drops connections that send a larger frame.
         allowed_types: msg_types the server serves; others get BAD_REQUEST.
+        on_batch_end: called on the server thread after each burst of requests it read,
+            so that a handler can hand a whole burst to another thread at once.
     """
 
     def __init__(
@@ -273,8 +275,10 @@ class RpcServer:
         name: str = "rpc",
         max_message_bytes: int = 64 * 1024 * 1024,
         allowed_types: Collection[int] | None = None,
+        on_batch_end: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
+        self._on_batch_end = on_batch_end
         self.stats = RpcServerStats()
         self._bind = bind
         self._handler = handler
@@ -476,15 +480,22 @@ class RpcServer:
             self._thread_ident = None
 
     def _drain_socket(self, sock: _Socket) -> None:
-        for _ in range(_RECV_BATCH):
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
-            try:
-                self._handle(frames)
-            except Exception:
-                logger.exception("%s: unexpected error handling a message", self.name)
+        try:
+            for _ in range(_RECV_BATCH):
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    return
+                try:
+                    self._handle(frames)
+                except Exception:
+                    logger.exception("%s: unexpected error handling a message", self.name)
+        finally:
+            if self._on_batch_end is not None:
+                try:
+                    self._on_batch_end()
+                except Exception:
+                    logger.exception("%s: on_batch_end failed", self.name)
 
     def _handle(self, frames: list[zmq.Frame]) -> None:
         self.stats.requests += 1
