@@ -253,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # kazoo logs every connection at INFO; keep it to warnings unless debugging
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("kazoo").setLevel(logging.WARNING)
     from croupier.core.errors import CroupierError
 
     try:
