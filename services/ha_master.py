@@ -35,7 +35,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 from kazoo.client import KazooClient, KazooState
@@ -55,6 +54,7 @@ from croupier.ha.election import LeaderElection
 from croupier.ha.eventlog import LogTruncated
 from croupier.ha.recovery import load_state
 from croupier.ha.zklog import Fence, Fenced, ZooKeeperEventLog
+from croupier.services._lifecycle import Service
 from croupier.transports.rpc import Request, Responder, RpcServer
 
 __all__ = ["HaMasterService"]
@@ -65,7 +65,7 @@ FOLLOWER = "follower"
 LEADER = "leader"
 
 
-class HaMasterService:
+class HaMasterService(Service):
     """Parameters:
     listen: the RPC bind endpoint (``tcp://HOST:PORT``; port 0 = any free port).
     zk_url: ``zk://h1:p1,h2:p2/root``.
@@ -179,14 +179,6 @@ class HaMasterService:
             finally:
                 self._zk.close()
             self._zk = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- ZooKeeper session events (kazoo's thread: only queue) ----------------------------
     def _on_zk_state(self, state: str) -> None:

@@ -23,12 +23,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Self
 
 from croupier.core.commands import Status
 from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError
+from croupier.services._lifecycle import Service
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
 from croupier.transports.master_client import MasterClient
@@ -74,7 +74,7 @@ class _Child:
         self._log.close()
 
 
-class LocalCluster:
+class LocalCluster(Service):
     """Parameters:
     workers: how many workers.
     base_dir: where data and logs go (a temporary directory by default, removed at stop).
@@ -124,21 +124,8 @@ class LocalCluster:
             if self.ha:
                 self._start_ha()
             elif self.processes:
-                cfg = self.master_config
                 self._master_proc = _Child(
-                    [
-                        "master",
-                        "--listen",
-                        "127.0.0.1:0",
-                        "--data-dir",
-                        str(self.base_dir / "master"),
-                        "--worker-timeout",
-                        f"{cfg.worker_timeout}s",
-                        "--app-timeout",
-                        f"{cfg.app_timeout}s",
-                        "--grace",
-                        f"{cfg.takeover_grace}s",
-                    ],
+                    ["master", "--data-dir", str(self.base_dir / "master"), *self._master_flags()],
                     self.base_dir / "master.log",
                 )
                 self.master_url = self._master_proc.first_line
@@ -156,6 +143,19 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _master_flags(self) -> list[str]:
+        cfg = self.master_config
+        return [
+            "--listen",
+            "127.0.0.1:0",
+            "--worker-timeout",
+            f"{cfg.worker_timeout}s",
+            "--app-timeout",
+            f"{cfg.app_timeout}s",
+            "--grace",
+            f"{cfg.takeover_grace}s",
+        ]
 
     def _start_ha(self) -> None:
         """A local ZooKeeper (from the system install), then the master ensemble, then workers."""
@@ -179,16 +179,9 @@ class LocalCluster:
                     "master",
                     "--ha",
                     self.master_url,
-                    "--listen",
-                    "127.0.0.1:0",
                     "--session-timeout",
                     f"{self.session_timeout}s",
-                    "--worker-timeout",
-                    f"{cfg.worker_timeout}s",
-                    "--app-timeout",
-                    f"{cfg.app_timeout}s",
-                    "--grace",
-                    f"{cfg.takeover_grace}s",
+                    *self._master_flags(),
                 ],
                 self.base_dir / f"master{i}.log",
             )
@@ -304,11 +297,3 @@ class LocalCluster:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

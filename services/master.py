@@ -16,7 +16,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 from croupier.actors.commit_coordinator import CommitCoordinator
@@ -26,6 +25,7 @@ from croupier.core.config import MasterConfig
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
+from croupier.services._lifecycle import Service
 from croupier.transports.rpc import Request, Responder, RpcServer
 
 __all__ = ["MasterService"]
@@ -33,7 +33,7 @@ __all__ = ["MasterService"]
 log = logging.getLogger(__name__)
 
 
-class MasterService:
+class MasterService(Service):
     """One master process's parts, started and stopped together.
 
     Parameters:
@@ -122,14 +122,6 @@ class MasterService:
         if self._log is not None and self._given_log is None:
             self._log.close()
         self._log = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     def tick(self, now: float | None = None) -> None:
         """Run one liveness sweep (the ticker thread does this every ``sweep_interval``)."""

@@ -31,7 +31,6 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import pykka
@@ -63,6 +62,7 @@ from croupier.core.errors import (
     UnknownWorker,
 )
 from croupier.core.wire import MsgType
+from croupier.services._lifecycle import Service
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import LocationKey, PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
@@ -135,7 +135,7 @@ class _Locations:
         return len(self._actors)
 
 
-class WorkerService:
+class WorkerService(Service):
     """One worker process's parts.
 
     Parameters:
@@ -271,14 +271,6 @@ class WorkerService:
         if self.store is not None and self._given_store is None:
             self.store.close()
         self.store = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- master ---------------------------------------------------------------------------
     def _register(self) -> None:
