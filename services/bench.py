@@ -1,7 +1,12 @@
 """``croupier bench``: benchmarks, measured side by side in one run (issue: bench).
 
-Scenarios so far:
+Scenarios:
 
+- ``raw``: the SDK shuffle end to end (``croupier demo``'s verified shuffle: first push
+  to last verified record), with replication on and off.
+- ``ceiling``: ``../shared/bench/ceiling.py`` (a bare push/replicate/flush/fetch
+  pipeline with no service logic) on the same bytes; ``raw`` is reported as a ratio of it.
+- ``scale``: the same bytes at 64, 256 and 640 partitions.
 - ``control``: MAPPER_END commands per second at the master, with the embedded file
   log and (with ``--ha``) with a ZooKeeper-replicated log: client processes each
   keep one command in flight, so the rate shows what group commit buys.
@@ -122,36 +127,174 @@ class _ZooKeeperRuns:
         self._tmp.cleanup()
 
 
-def main_bench(
-    scenarios: list[str], *, ha: bool, runs: int, commands: int, clients: int, as_json: bool
-) -> int:
+def _ceiling_path() -> Path | None:
+    here = Path(__file__).resolve()
+    for candidate in (
+        Path.cwd() / ".." / "shared" / "bench" / "ceiling.py",
+        here.parents[2] / "shared" / "bench" / "ceiling.py",
+    ):
+        if candidate.exists():
+            return candidate.resolve()
+    return None
+
+
+def _ceiling(size: int) -> float:
+    """One run of the shared ceiling pipeline; its end-to-end MB/s."""
+    import subprocess
+    import sys
+
+    path = _ceiling_path()
+    assert path is not None
+    out = subprocess.run(
+        [sys.executable, str(path), "--transport", "tcp", "--total", str(size), "--reps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    line = [text for text in out.stdout.splitlines() if text.startswith("SUMMARY ")][-1]
+    # "SUMMARY <config JSON> <summary JSON>"
+    decoder = json.JSONDecoder()
+    _, end = decoder.raw_decode(line, len("SUMMARY "))
+    summary, _ = decoder.raw_decode(line, end + 1)
+    return float(summary["e2e_MBps"]["median"])
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), 1),
+        "min": round(min(values), 1),
+        "max": round(max(values), 1),
+    }
+
+
+def data_scenarios(
+    scenarios: list[str], *, size: int, runs: int, mappers: int, workers: int
+) -> dict[str, Any]:
+    """raw, ceiling and scale, interleaved run by run."""
+    from croupier.services.demo import run_demo
+
     results: dict[str, Any] = {}
-    for scenario in scenarios:
-        if scenario != "control":
-            print(f"croupier bench: scenario {scenario!r} is not built yet")
-            return 2
-        zk_runs = _ZooKeeperRuns() if ha else None
-        modes: dict[str, Any] = {"file": _file_master_rate}
+    samples: dict[str, list[float]] = {}
+    rss: dict[str, int] = {}
+    failures: list[str] = []
+    if "ceiling" in scenarios and _ceiling_path() is None:
+        results["ceiling"] = "skipped: ../shared/bench/ceiling.py is missing"
+        scenarios = [s for s in scenarios if s != "ceiling"]
+    for _ in range(runs):
+        plan: list[tuple[str, Any]] = []
+        if "raw" in scenarios or "ceiling" in scenarios:
+            plan.append(("raw/replicated", lambda: run_demo(size, mappers, 64, workers, progress=False)))
+        if "raw" in scenarios:
+            plan.append(
+                (
+                    "raw/unreplicated",
+                    lambda: run_demo(size, mappers, 64, workers, progress=False, replicate=False),
+                )
+            )
+        if "scale" in scenarios:
+            for parts in (64, 256, 640):
+                plan.append(
+                    (f"scale/{parts}", lambda p=parts: run_demo(size, mappers, p, workers, progress=False))
+                )
+        if "ceiling" in scenarios:
+            plan.append(("ceiling", lambda: _ceiling(size)))
+        for name, fn in plan:
+            out = fn()
+            if name == "ceiling":
+                samples.setdefault(name, []).append(out)
+                continue
+            if not out.verified:
+                failures.append(f"{name}: {out.errors[:3]}")
+            samples.setdefault(name, []).append(out.mb_per_s)
+            samples.setdefault(name + "/seconds", []).append(out.seconds)
+            rss[name] = max(rss.get(name, 0), out.worker_peak_rss)
+    for name, values in samples.items():
+        if not name.endswith("/seconds"):
+            results[name] = {"mb_per_s": _stats(values), "runs": len(values)}
+            if name in rss:
+                results[name]["worker_peak_rss_mib"] = round(rss[name] / 2**20)
+                results[name]["seconds"] = _stats(samples[name + "/seconds"])
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    ratios: dict[str, float] = {}
+    if "raw/replicated" in med and "ceiling" in med:
+        ratios["raw_replicated_to_ceiling"] = round(med["raw/replicated"] / med["ceiling"], 3)
+    if "raw/replicated/seconds" in med and "raw/unreplicated/seconds" in med:
+        ratios["replication_cost"] = round(med["raw/replicated/seconds"] / med["raw/unreplicated/seconds"], 3)
+    if "scale/640/seconds" in med and "scale/64/seconds" in med:
+        ratios["scale_640_to_64"] = round(med["scale/640/seconds"] / med["scale/64/seconds"], 3)
+    results["ratios"] = ratios
+    if failures:
+        results["failures"] = failures
+    return results
+
+
+def main_bench(
+    scenarios: list[str],
+    *,
+    ha: bool,
+    runs: int,
+    commands: int,
+    clients: int,
+    as_json: bool,
+    size: int = 256 * 1024**2,
+    mappers: int = 8,
+    workers: int = 3,
+) -> int:
+    known = {"control", "raw", "ceiling", "scale"}
+    unknown = [s for s in scenarios if s not in known]
+    if unknown:
+        print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(known)})")
+        return 2
+    results: dict[str, Any] = {}
+    data = [s for s in scenarios if s in ("raw", "ceiling", "scale")]
+    if data:
+        results.update(data_scenarios(data, size=size, runs=runs, mappers=mappers, workers=workers))
+        for key, r in results.items():
+            if isinstance(r, dict) and "mb_per_s" in r:
+                m = r["mb_per_s"]
+                extra = (
+                    f", worker peak RSS {r['worker_peak_rss_mib']} MiB" if "worker_peak_rss_mib" in r else ""
+                )
+                print(
+                    f"{key:20s} MB/s median {m['median']:>8}  (min {m['min']}, max {m['max']},"
+                    f" {r['runs']} runs{extra})"
+                )
+            elif isinstance(r, str):
+                print(f"{key:20s} {r}")
+        for key, v in results.get("ratios", {}).items():
+            print(f"{key:28s} {v}")
+    if "control" in scenarios:
+        results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
+    if as_json:
+        print(json.dumps(results))
+    return 1 if results.get("failures") else 0
+
+
+def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    zk_runs = _ZooKeeperRuns() if ha else None
+    modes: dict[str, Any] = {"file": _file_master_rate}
+    if zk_runs is not None:
+        modes["zookeeper"] = zk_runs
+    rates_by_mode: dict[str, list[int]] = {name: [] for name in modes}
+    try:
+        # interleave the modes, so that both see the same noise on a shared machine
+        for run in range(runs):
+            for name, fn in modes.items():
+                rates_by_mode[name].append(fn(commands, clients, run)["per_s"])
+    finally:
         if zk_runs is not None:
-            modes["zookeeper"] = zk_runs
-        rates_by_mode: dict[str, list[int]] = {name: [] for name in modes}
-        try:
-            # interleave the modes, so that both see the same noise on a shared machine
-            for run in range(runs):
-                for name, fn in modes.items():
-                    rates_by_mode[name].append(fn(commands, clients, run)["per_s"])
-        finally:
-            if zk_runs is not None:
-                zk_runs.close()
-        for name, rates in rates_by_mode.items():
-            results[f"control/{name}"] = {
-                "median_per_s": statistics.median(rates),
-                "min_per_s": min(rates),
-                "max_per_s": max(rates),
-                "runs": runs,
-                "commands": commands,
-                "clients": clients,
-            }
+            zk_runs.close()
+    for name, rates in rates_by_mode.items():
+        results[f"control/{name}"] = {
+            "median_per_s": statistics.median(rates),
+            "min_per_s": min(rates),
+            "max_per_s": max(rates),
+            "runs": runs,
+            "commands": commands,
+            "clients": clients,
+        }
     for key, r in results.items():
         print(
             f"{key:20s} mapper_end/s median {r['median_per_s']:>8}  (min {r['min_per_s']},"
@@ -161,6 +304,4 @@ def main_bench(
         ratio = results["control/zookeeper"]["median_per_s"] / results["control/file"]["median_per_s"]
         print(f"zookeeper / file log: {ratio:.2f}")
         results["ratio_zookeeper_to_file"] = round(ratio, 3)
-    if as_json:
-        print(json.dumps(results))
-    return 0
+    return results

@@ -182,8 +182,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from croupier.services.bench import main_bench
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    from croupier.core.config import parse_size
+
     return main_bench(
-        scenarios, ha=args.ha, runs=args.runs, commands=args.commands, clients=args.clients, as_json=args.json
+        scenarios,
+        ha=args.ha,
+        runs=args.runs,
+        commands=args.commands,
+        clients=args.clients,
+        as_json=args.json,
+        size=parse_size(args.size),
+        mappers=args.mappers,
+        workers=args.workers,
     )
 
 
@@ -235,7 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("bench", help="benchmarks, side by side in one run")
-    b.add_argument("--scenarios", default="control")
+    b.add_argument("--scenarios", default="raw,ceiling,scale,control", help="comma-separated")
+    b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
+    b.add_argument("--mappers", type=int, default=8)
+    b.add_argument("--workers", type=int, default=3)
     b.add_argument("--ha", action="store_true", help="also measure with a local ZooKeeper")
     b.add_argument("--runs", type=int, default=3)
     b.add_argument("--commands", type=int, default=20_000)

@@ -56,16 +56,24 @@ def partition_of(map_id: int, seq: int, partitions: int) -> int:
     return ((map_id * 2_654_435_761) ^ (seq * 40_503)) % partitions
 
 
+def _warm() -> int:
+    import croupier
+
+    return len(croupier.__all__)
+
+
 def map_task(
-    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int
+    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int, push_buffer: int = 0
 ) -> tuple[int, int]:
     """Push one map's records; returns (records, bytes)."""
     import croupier
+    from croupier.core.config import ClientConfig
 
     pool = _pool(map_id)
     records = 0
     nbytes = 0
-    with croupier.connect(url) as client:
+    config = ClientConfig(push_buffer_size=push_buffer) if push_buffer else None
+    with croupier.connect(url, config=config) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
         with sh.writer(map_id, 0) as w:
             for seq, length, offset in _record_plan(map_id, budget):
@@ -124,6 +132,8 @@ class DemoResult:
     partitions: int
     workers: int
     errors: list[str]
+    replicate: bool = True
+    worker_peak_rss: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,12 +145,39 @@ class DemoResult:
             "mappers": self.mappers,
             "partitions": self.partitions,
             "workers": self.workers,
+            "replicate": self.replicate,
+            "worker_peak_rss": self.worker_peak_rss,
             "errors": self.errors,
         }
 
 
-def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress: bool = True) -> DemoResult:
-    """Run the whole demo and return its verdict."""
+def _peak_rss(pid: int) -> int:
+    """VmHWM of a live process, in bytes (0 if unknown)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_demo(
+    size: int,
+    mappers: int,
+    partitions: int,
+    workers: int,
+    *,
+    progress: bool = True,
+    replicate: bool = True,
+    push_buffer: int = 0,
+) -> DemoResult:
+    """Run the whole demo and return its verdict.
+
+    The clock starts at the first push (after every process has started) and stops
+    when the last record is verified.
+    """
     import croupier
     from croupier.services.local import LocalCluster
 
@@ -152,12 +189,16 @@ def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress
         expected.append(sum(1 for _ in _record_plan(m, budget)))
     with LocalCluster(workers, processes=True) as cluster, croupier.connect(cluster.master_url) as client:
         app = client.register_app("demo")
-        sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions)
+        sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         bar = _Bar(progress, size)
         with ProcessPoolExecutor(procs, mp_context=ctx) as pool:
+            for warm in [pool.submit(_warm) for _ in range(procs)]:
+                warm.result()
             started = time.perf_counter()
             futures = [
-                pool.submit(map_task, cluster.master_url, sh.app_id, sh.shuffle_id, m, budget, partitions)
+                pool.submit(
+                    map_task, cluster.master_url, sh.app_id, sh.shuffle_id, m, budget, partitions, push_buffer
+                )
                 for m in range(mappers)
             ]
             written = 0
@@ -167,9 +208,13 @@ def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress
                 written += b
                 records += r
                 bar.advance("push", b)
+            pushed = time.perf_counter()
         chunks = [list(range(i, partitions, procs)) for i in range(procs)]
         results: list[dict[str, Any]] = []
         with ProcessPoolExecutor(procs, mp_context=ctx) as rpool:
+            for warm in [rpool.submit(_warm) for _ in range(procs)]:
+                warm.result()
+            paused = time.perf_counter()
             reads = [
                 rpool.submit(
                     reduce_task, cluster.master_url, sh.app_id, sh.shuffle_id, parts, mappers, partitions
@@ -181,8 +226,10 @@ def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress
                 res = done.result()
                 results.append(res)
                 bar.advance("read", res["bytes"])
-        seconds = time.perf_counter() - started
+        # the reducers' pool start-up is not shuffle time
+        seconds = time.perf_counter() - started - (paused - pushed)
         bar.close()
+        peak = max((_peak_rss(pid) for pid in cluster.worker_pids()), default=0)
         app.unregister()
     errors = [e for r in results for e in r["errors"]]
     read_bytes = sum(r["bytes"] for r in results)
@@ -196,7 +243,17 @@ def run_demo(size: int, mappers: int, partitions: int, workers: int, *, progress
     if read_bytes != written and not errors:
         errors.append(f"wrote {written} bytes but read {read_bytes}")
     return DemoResult(
-        verified, written, seconds, written / seconds / 1e6, records, mappers, partitions, workers, errors
+        verified,
+        written,
+        seconds,
+        written / seconds / 1e6,
+        records,
+        mappers,
+        partitions,
+        workers,
+        errors,
+        replicate,
+        peak,
     )
 
 

@@ -259,6 +259,10 @@ class LocalCluster(Service):
                 )
             time.sleep(0.05)
 
+    def worker_pids(self) -> list[int]:
+        """Process ids of worker subprocesses (empty in-process)."""
+        return [child.popen.pid for child in self._worker_procs]
+
     def kill_worker(self, i: int) -> str:
         """Stop worker ``i`` abruptly (SIGKILL for subprocesses); returns its worker id."""
         if self.processes:
