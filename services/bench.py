@@ -241,7 +241,7 @@ def main_bench(
     mappers: int = 8,
     workers: int = 3,
 ) -> int:
-    known = {"control", "raw", "ceiling", "scale"}
+    known = {"control", "raw", "ceiling", "scale", "dask"}
     unknown = [s for s in scenarios if s not in known]
     if unknown:
         print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(known)})")
@@ -264,6 +264,17 @@ def main_bench(
                 print(f"{key:20s} {r}")
         for key, v in results.get("ratios", {}).items():
             print(f"{key:28s} {v}")
+    if "dask" in scenarios:
+        from croupier.services.bench_dask import dask_scenario
+
+        found = dask_scenario(size=size, runs=runs, workers=workers)["dask"]
+        results["dask"] = found
+        secs = found["seconds"]
+        print(
+            f"dask {found['bytes'] / 2**20:.0f} MiB {found['partitions']}->{found['partitions']}: croupier"
+            f" {secs['croupier']['median']} s, p2p {secs['p2p']['median']} s, ratio"
+            f" {found['ratio_croupier_to_p2p']} (verified {found['verified']})"
+        )
     if "control" in scenarios:
         results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
     if as_json:

@@ -1,0 +1,400 @@
+"""Dask DataFrame shuffles through Croupier instead of Dask's own P2P or task shuffle.
+
+Usage::
+
+    import dask.dataframe as dd, croupier.dask
+    df = dd.from_pandas(pdf, npartitions=64)
+    out = croupier.dask.shuffle(df, on="key", npartitions=64, url="tcp://127.0.0.1:9097")
+    out.compute()
+
+or, to unregister the Croupier app (and so delete its shuffle files) when done::
+
+    with croupier.dask.ShuffleService("tcp://127.0.0.1:9097") as svc:
+        out = svc.shuffle(df, on="key", npartitions=64)
+        result = out.compute()
+
+How it works. At graph construction time the client registers an app and a shuffle
+(``num_mappers = df.npartitions``, ``num_partitions = npartitions``) on the master.
+The graph then holds
+
+* one *map* task per input partition: it hash-partitions the pandas partition by ``on``
+  (``pandas.util.hash_pandas_object(df[on], index=False) % npartitions``, so equal keys
+  go to the same output partition) and writes each non-empty piece as ONE record, the
+  piece in Arrow IPC stream format (index included), then closes the writer
+  (``MapperEnd``). It returns a small ``dict`` (map id, attempt id, ``won``, rows,
+  bytes), never the data;
+* one *barrier* task depending on every map task, so reduces start after every map;
+* one *reduce* task per output partition: it reads the partition, concatenates the
+  Arrow tables and returns a pandas DataFrame with the input's columns and dtypes
+  (an empty partition is ``df._meta``).
+
+Every task opens its own ``croupier.connect(url)`` client (tasks run in other
+processes) and closes it before returning.
+
+Attempts. Dask may run a task more than once (retries, a lost worker, recomputing
+the result). Each *execution* of a map task uses a fresh random ``attempt_id``; the
+master keeps the first attempt of a map to log ``MapperEnd`` and readers drop the
+records of every other attempt, so the output is the same however often a map runs.
+Recomputing ``out`` after the shuffle committed is fine too: the new map attempts are
+superseded and the reduces read the committed data.
+
+Lifetime. ``shuffle(...)`` does not unregister its app: it lives while tasks use it
+(each task sends an app heartbeat) and expires ``app_timeout`` (master setting,
+300 s by default) after the last one. ``ShuffleService`` unregisters its app on exit,
+which deletes the shuffle data: compute or persist the results inside the block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import croupier
+from croupier.core.commands import AppHeartbeat
+from croupier.core.config import ClientConfig
+from croupier.core.errors import CroupierError
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from croupier._client import App, Client
+
+__all__ = [
+    "ShuffleService",
+    "ShuffleSpec",
+    "build_graph",
+    "map_partition",
+    "new_attempt_id",
+    "reduce_partition",
+    "shuffle",
+    "unregister",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleSpec:
+    """Everything a map or reduce task needs; small and picklable (shipped with every task).
+
+    Attributes:
+        url: the master URL.
+        app_id, shuffle_id: the registered shuffle.
+        on: the key columns.
+        npartitions: output partitions (= the shuffle's ``num_partitions``).
+        num_mappers: input partitions (= the shuffle's ``num_mappers``).
+        config: the client config every task's client uses (None = defaults).
+    """
+
+    url: str
+    app_id: str
+    shuffle_id: int
+    on: tuple[str, ...]
+    npartitions: int
+    num_mappers: int
+    config: ClientConfig | None = None
+
+
+def new_attempt_id() -> int:
+    """A fresh attempt id in ``0..2**31-1``, unique per task execution (random 31 bits)."""
+    return uuid.uuid4().int & 0x7FFFFFFF
+
+
+def _heartbeat(client: Client, app_id: str) -> None:
+    """Best effort: keep the app alive while its tasks run (``shuffle()`` sends no heartbeats)."""
+    try:
+        client._master.call(AppHeartbeat(app_id))
+    except CroupierError as exc:
+        log.debug("heartbeat of app %s failed: %s", app_id, exc)
+
+
+def _key_columns(on: str | Sequence[str]) -> tuple[str, ...]:
+    cols = (on,) if isinstance(on, str) else tuple(on)
+    if not cols:
+        raise ValueError("on must name at least one column")
+    return cols
+
+
+def _to_ipc(piece: pd.DataFrame) -> bytes:
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(piece, preserve_index=True)
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return sink.getvalue()
+
+
+def _split(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[tuple[int, pd.DataFrame]]:
+    """``part``'s non-empty pieces, by output partition."""
+    import numpy as np
+    import pandas as pd
+
+    if len(part) == 0:
+        return []
+    keys = part[on[0]] if len(on) == 1 else part[list(on)]
+    targets = (pd.util.hash_pandas_object(keys, index=False).to_numpy() % np.uint64(npartitions)).astype(
+        np.int64
+    )
+    order = np.argsort(targets, kind="stable")
+    sorted_targets = targets[order]
+    present = np.unique(sorted_targets)
+    starts = np.searchsorted(sorted_targets, present, side="left")
+    ends = np.searchsorted(sorted_targets, present, side="right")
+    return [(int(j), part.iloc[order[s:e]]) for j, s, e in zip(present, starts, ends, strict=True)]
+
+
+def map_partition(
+    part: pd.DataFrame, map_id: int, spec: ShuffleSpec, *, attempt_id: int | None = None
+) -> dict[str, Any]:
+    """The map task: write ``part``'s pieces as map ``map_id``; returns a small summary.
+
+    ``attempt_id`` defaults to a fresh ``new_attempt_id()``: give one only in tests.
+    The summary is ``{"map_id", "attempt_id", "won", "rows", "bytes"}``; ``won`` is
+    False when another attempt of the same map ended first (its records count instead).
+    """
+    attempt = new_attempt_id() if attempt_id is None else attempt_id
+    rows = nbytes = 0
+    with croupier.connect(spec.url, config=spec.config) as client:
+        _heartbeat(client, spec.app_id)
+        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
+            for j, piece in _split(part, spec.on, spec.npartitions):
+                record = _to_ipc(piece)
+                writer.write(j, record)
+                rows += len(piece)
+                nbytes += len(record)
+        won = bool(writer.won)
+    return {"map_id": map_id, "attempt_id": attempt, "won": won, "rows": rows, "bytes": nbytes}
+
+
+def _barrier(results: list[dict[str, Any]]) -> int:
+    """Depends on every map task; returns how many map attempts won."""
+    return sum(1 for r in results if r["won"])
+
+
+def _conform(out: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
+    """``out`` with ``meta``'s column order and dtypes (Arrow may widen, e.g. all-null columns)."""
+    out = out[list(meta.columns)]
+    wrong = {c: meta.dtypes[c] for c in meta.columns if out.dtypes[c] != meta.dtypes[c]}
+    if wrong:
+        out = out.astype(wrong)
+    if out.index.dtype != meta.index.dtype:
+        out.index = out.index.astype(meta.index.dtype)
+    out.index.name = meta.index.name
+    return out
+
+
+def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.DataFrame) -> pd.DataFrame:
+    """The reduce task: ``partition``'s rows as one pandas DataFrame shaped like ``meta``.
+
+    ``barrier`` is only there to depend on the barrier task (every map has ended).
+    """
+    del barrier
+    import pyarrow as pa
+
+    tables = []
+    with croupier.connect(spec.url, config=spec.config) as client:
+        _heartbeat(client, spec.app_id)
+        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        for record in sh.reader(partition):
+            with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
+                tables.append(stream.read_all())
+    if not tables:
+        return meta.copy()
+    table = pa.concat_tables(tables, promote_options="permissive")
+    return _conform(table.to_pandas(), meta)
+
+
+def build_graph(df: dd.DataFrame, spec: ShuffleSpec) -> dd.DataFrame:
+    """The shuffled DataFrame for a registered shuffle: maps -> barrier -> reduces."""
+    import dask.dataframe as dd
+    from dask.delayed import delayed
+
+    if df.npartitions != spec.num_mappers:
+        raise ValueError(f"df has {df.npartitions} partitions, the shuffle {spec.num_mappers} mappers")
+    meta = df._meta
+    frame: Any = df  # dask's to_delayed is untyped
+    parts = frame.to_delayed()
+    maps = [
+        delayed(map_partition, pure=False)(
+            part, i, spec, dask_key_name=f"croupier-map-{spec.app_id}-{spec.shuffle_id}-{i}"
+        )
+        for i, part in enumerate(parts)
+    ]
+    barrier = delayed(_barrier, pure=False)(
+        maps, dask_key_name=f"croupier-barrier-{spec.app_id}-{spec.shuffle_id}"
+    )
+    reduces = [
+        delayed(reduce_partition, pure=False)(
+            j, barrier, spec, meta, dask_key_name=f"croupier-reduce-{spec.app_id}-{spec.shuffle_id}-{j}"
+        )
+        for j in range(spec.npartitions)
+    ]
+    out: dd.DataFrame = dd.from_delayed(reduces, meta=meta, verify_meta=False)
+    return out
+
+
+def _register(
+    app: App,
+    url: str,
+    df: dd.DataFrame,
+    on: str | Sequence[str],
+    npartitions: int | None,
+    replicate: bool,
+    config: ClientConfig | None,
+) -> ShuffleSpec:
+    cols = _key_columns(on)
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise KeyError(f"no such column(s) {missing}; the columns are {list(df.columns)}")
+    n_out = df.npartitions if npartitions is None else int(npartitions)
+    if n_out < 1:
+        raise ValueError(f"npartitions must be >= 1, not {n_out}")
+    sh = app.register_shuffle(num_mappers=df.npartitions, num_partitions=n_out, replicate=replicate)
+    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config)
+
+
+def shuffle(
+    df: dd.DataFrame,
+    on: str | list[str],
+    npartitions: int | None = None,
+    *,
+    url: str,
+    app_name: str = "dask",
+    replicate: bool = True,
+    config: ClientConfig | None = None,
+) -> dd.DataFrame:
+    """``df`` hash-partitioned by ``on`` into ``npartitions`` (default: as many as ``df``).
+
+    Registers a new app named ``app_name`` and a shuffle on the master at ``url``
+    now; the data moves when the result is computed. The app is not unregistered:
+    it expires ``app_timeout`` after the last task (see the module docstring). Use
+    ``ShuffleService`` to unregister it (and delete the data) at a known point.
+
+    Raises:
+        KeyError: a column of ``on`` is missing.
+        ValueError: ``npartitions < 1``.
+        CroupierError: the master refused or could not be reached.
+    """
+    with croupier.connect(url, config=config) as client:
+        app = client.register_app(app_name)
+        spec = _register(app, url, df, on, npartitions, replicate, config)
+    return build_graph(df, spec)
+
+
+def unregister(url: str, app_id: str, *, config: ClientConfig | None = None) -> None:
+    """Unregister app ``app_id`` (its shuffles' files are deleted)."""
+    from croupier.core.commands import UnregisterApp
+
+    with croupier.connect(url, config=config) as client:
+        client._master.call(UnregisterApp(app_id))
+
+
+class ShuffleService:
+    """One Croupier app for many Dask shuffles; leaving the ``with`` block unregisters it.
+
+    Usage::
+
+        with croupier.dask.ShuffleService("tcp://127.0.0.1:9097") as svc:
+            out = svc.shuffle(df, on="key", npartitions=64)
+            out.compute()
+
+    Parameters:
+        url: the master URL.
+        app_name: the app's name.
+        replicate: default of ``shuffle(replicate=...)``.
+        config: client config, used here and by every task.
+
+    Attributes:
+        app_id: the registered app (after ``open``/``__enter__``).
+        specs: the shuffles registered so far.
+    """
+
+    def __init__(
+        self, url: str, *, app_name: str = "dask", replicate: bool = True, config: ClientConfig | None = None
+    ) -> None:
+        self.url = url
+        self.app_name = app_name
+        self.replicate = replicate
+        self.config = config
+        self.specs: list[ShuffleSpec] = []
+        self._client: Client | None = None
+        self._app: App | None = None
+
+    def open(self) -> Self:
+        """Connect and register the app (heartbeats run until ``close``). Idempotent."""
+        if self._app is None:
+            client = croupier.connect(self.url, config=self.config)
+            try:
+                self._app = client.register_app(self.app_name)
+            except BaseException:
+                client.close()
+                raise
+            self._client = client
+        return self
+
+    @property
+    def app_id(self) -> str:
+        if self._app is None:
+            raise RuntimeError("the service is not open")
+        return self._app.app_id
+
+    def register(
+        self,
+        df: dd.DataFrame,
+        on: str | list[str],
+        npartitions: int | None = None,
+        *,
+        replicate: bool | None = None,
+    ) -> ShuffleSpec:
+        """Register a shuffle for ``df`` without building its graph (see ``build_graph``)."""
+        self.open()
+        assert self._app is not None
+        spec = _register(
+            self._app,
+            self.url,
+            df,
+            on,
+            npartitions,
+            self.replicate if replicate is None else replicate,
+            self.config,
+        )
+        self.specs.append(spec)
+        return spec
+
+    def shuffle(
+        self,
+        df: dd.DataFrame,
+        on: str | list[str],
+        npartitions: int | None = None,
+        *,
+        replicate: bool | None = None,
+    ) -> dd.DataFrame:
+        """Like ``croupier.dask.shuffle``, in this service's app."""
+        return build_graph(df, self.register(df, on, npartitions, replicate=replicate))
+
+    def close(self) -> None:
+        """Unregister the app (deleting every shuffle's data) and disconnect. Idempotent."""
+        app, client = self._app, self._client
+        self._app = self._client = None
+        try:
+            if app is not None:
+                app.unregister()
+        finally:
+            if client is not None:
+                client.close()
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
