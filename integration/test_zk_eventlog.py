@@ -470,10 +470,8 @@ def test_an_unreachable_zookeeper_is_unavailable(
         log = ZooKeeperEventLog(client, zk_root, op_timeout=1.0)
         log.append([b"a"])
         server.stop()
-        started = time.monotonic()
         with pytest.raises(Unavailable, match="cannot"):
             log.append([b"b"])
         with pytest.raises(Unavailable):
             log.read()
-        log.close()  # must neither hang nor raise without ZooKeeper
-        assert time.monotonic() - started < 20
+        log.close()  # must neither hang (the per-test timeout catches that) nor raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,10 +65,8 @@ def test_ensemble_survives_one_node_and_regains_quorum(
         # Two down: no quorum, so a write cannot succeed.
         survivor, other = (i for i in range(3) if i != leader)
         ensemble.kill_node(other)
-        started = time.monotonic()
         with pytest.raises((ConnectionLoss, SessionExpiredError, KazooTimeoutError)):
             zk.create_async("/ha/c", b"x").get(timeout=3)
-        assert time.monotonic() - started < 8
         assert ensemble.mode(survivor) is None, "a node without a quorum does not serve"
 
         # Both back (the first one cannot serve alone, so do not wait for it): writes work again.

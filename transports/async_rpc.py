@@ -60,13 +60,11 @@ class _Pending:
     msg_type: int
     callback: Callback
     deadline: float
-    generation: int
 
 
 @dataclass(slots=True)
 class _Peer:
     sock: _Socket
-    generation: int
     pending: set[int] = field(default_factory=set)
 
 
@@ -102,7 +100,6 @@ class AsyncRpcClient:
         self._peers: dict[str, _Peer] = {}
         self._pending: dict[int, _Pending] = {}
         self._deadlines: list[tuple[float, int]] = []
-        self._generation = itertools.count(1)
         self._started = False
         self._closed = False
         self.sent = 0
@@ -170,7 +167,7 @@ class AsyncRpcClient:
             sock.setsockopt(zmq.SNDHWM, 100_000)
             sock.setsockopt(zmq.RCVHWM, 100_000)
             sock.connect(url)
-            peer = self._peers[url] = _Peer(sock, next(self._generation))
+            peer = self._peers[url] = _Peer(sock)
             self._poller.register(sock, zmq.POLLIN)
         return peer
 
@@ -245,7 +242,7 @@ class AsyncRpcClient:
             except zmq.ZMQError as exc:
                 callback(None, Unavailable(f"cannot connect to {url}: {exc}"))
                 continue
-            self._pending[rid] = _Pending(url, msg_type, callback, deadline, peer.generation)
+            self._pending[rid] = _Pending(url, msg_type, callback, deadline)
             peer.pending.add(rid)
             heapq.heappush(self._deadlines, (deadline, rid))
             try:

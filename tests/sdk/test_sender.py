@@ -198,9 +198,7 @@ def test_congested_message_is_resent_unchanged_with_backoff() -> None:
     net = FakeNet(Congested("busy"), Congested("busy"), None)
     sender = make_sender(net)
     sender.submit([b(0, 0), b(2, 0)])
-    start = time.monotonic()
-    sender.drain()
-    assert time.monotonic() - start >= 0.015  # 5 ms then 10 ms
+    sender.drain()  # backs off 5 ms, then 10 ms (not asserted: tests never assert timings)
     assert len(net.sent) == 3 and sender.congested == 2
     assert net.sent[0].payloads == net.sent[2].payloads and net.sent[0].body is net.sent[2].body
     assert sender.unacked == 0
