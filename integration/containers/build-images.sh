@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Build the container suites' images locally, with no registry (none is reachable here):
+#
+#   croupier-zookeeper:local   Debian bookworm (debootstrap) + openjdk-17 + Debian's zookeeper
+#   croupier:local             the same base + python3 + this working tree installed in /opt/croupier
+#
+# Each image is skipped when the engine already has it (FORCE=1 rebuilds). Users with a
+# registry can use their own images instead: CROUPIER_ZK_IMAGE and CROUPIER_IMAGE.
+# Needs root, debootstrap and a running engine (DOCKER_HOST, see docker-engine.sh).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+WORK=${CROUPIER_IMAGE_WORK:-/var/tmp/croupier-images}
+ZK_IMAGE=${CROUPIER_ZK_IMAGE:-croupier-zookeeper:local}
+APP_IMAGE=${CROUPIER_IMAGE:-croupier:local}
+
+have() { docker image inspect "$1" >/dev/null 2>&1; }
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >&2
+fi
+mkdir -p "$WORK"
+BASE="$WORK/base"
+
+build_base() {
+  if [ ! -f "$BASE/.complete" ]; then
+    rm -rf "$BASE"
+    debootstrap --variant=minbase \
+      --include=openjdk-17-jre-headless,zookeeper,python3,python3-venv,ca-certificates \
+      bookworm "$BASE" >"$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log" >&2; exit 1; }
+    touch "$BASE/.complete"
+  fi
+}
+
+if [ "${FORCE:-0}" = 1 ] || ! have "$ZK_IMAGE"; then
+  build_base
+  tar -C "$BASE" --exclude=./.complete -c . | docker import - "$ZK_IMAGE" >/dev/null
+  echo "built $ZK_IMAGE" >&2
+fi
+
+if [ "${FORCE:-0}" = 1 ] || ! have "$APP_IMAGE"; then
+  build_base
+  APP="$WORK/app"
+  rm -rf "$APP"
+  cp -a "$BASE" "$APP"
+  # the project from the working tree (not its venv or build products)
+  mkdir -p "$APP/src/croupier"
+  tar -C "$ROOT" --exclude=./.venv --exclude=./build --exclude=./.git --exclude='*.egg-info' -c . \
+    | tar -C "$APP/src/croupier" -x
+  # wheels are built on the host (its pip reaches the package index); the chroot installs offline
+  rm -rf "$WORK/wheels"
+  python3 -m pip wheel -q -w "$WORK/wheels" "$ROOT" >"$WORK/pip-wheel.log" 2>&1 \
+    || { tail -20 "$WORK/pip-wheel.log" >&2; exit 1; }
+  cp -a "$WORK/wheels" "$APP/wheels"
+  chroot "$APP" /usr/bin/python3 -m venv /opt/croupier
+  chroot "$APP" /opt/croupier/bin/pip install -q --no-index --find-links /wheels croupier \
+    >"$WORK/pip.log" 2>&1 || { tail -20 "$WORK/pip.log" >&2; exit 1; }
+  rm -rf "$APP/wheels"
+  ln -sf /opt/croupier/bin/croupier "$APP/usr/local/bin/croupier"
+  tar -C "$APP" --exclude=./.complete -c . | docker import - "$APP_IMAGE" >/dev/null
+  rm -rf "$APP"
+  echo "built $APP_IMAGE" >&2
+fi
