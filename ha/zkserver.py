@@ -40,7 +40,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-__all__ = ["JAVA_DIR", "ZOOKEEPER_CONF_DIR", "LocalZooKeeper", "ZooKeeperNotInstalled", "four_letter_word"]
+__all__ = [
+    "DEBIAN_CLASSPATH",
+    "JAVA_DIR",
+    "ZOOKEEPER_CONF_DIR",
+    "LocalZooKeeper",
+    "ZooKeeperNotInstalled",
+    "four_letter_word",
+    "server_command",
+    "zoo_cfg",
+]
 
 JAVA_DIR = "/usr/share/java"
 ZOOKEEPER_CONF_DIR = "/etc/zookeeper/conf"
@@ -74,10 +83,15 @@ def _check_installed() -> str:
     return java
 
 
+DEBIAN_CLASSPATH = ":".join(
+    [*(os.path.join(JAVA_DIR, name) for name in ("zookeeper.jar", *_LOGGING_JARS)), ZOOKEEPER_CONF_DIR]
+)
+
+
 def _classpath() -> str:
     jars = [os.path.join(JAVA_DIR, name) for name in ("zookeeper.jar", *_LOGGING_JARS)]
     if all(os.path.exists(j) for j in jars):
-        return ":".join([*jars, ZOOKEEPER_CONF_DIR])
+        return DEBIAN_CLASSPATH
     return f"{JAVA_DIR}/*:{ZOOKEEPER_CONF_DIR}"
 
 
@@ -107,6 +121,61 @@ def _free_ports(host: str, count: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def zoo_cfg(
+    *, data_dir: str, client_port: int, host: str, tick_ms: int, servers: list[tuple[int, int]]
+) -> str:
+    """The text of a ``zoo.cfg`` for one node.
+
+    ``servers`` holds each ensemble member's ``(quorum port, election port)`` in ``myid``
+    order (member ``i`` is ``server.{i + 1}``); empty for a standalone server. Sessions may
+    last ``2 * tick_ms`` to ``40 * tick_ms``. Also used by the container suites.
+    """
+    lines = [
+        f"tickTime={tick_ms}",
+        "initLimit=10",
+        "syncLimit=5",
+        f"dataDir={data_dir}",
+        f"clientPort={client_port}",
+        f"clientPortAddress={host}",
+        f"minSessionTimeout={2 * tick_ms}",
+        f"maxSessionTimeout={40 * tick_ms}",
+        "admin.enableServer=false",
+        "4lw.commands.whitelist=*",
+        # Tests open many clients from one address; the default caps them at 60.
+        "maxClientCnxns=0",
+        # preAllocSize is in KiB: the 64 MiB default makes every fresh server write 64 MiB.
+        "preAllocSize=1024",
+        "snapCount=10000",
+    ]
+    lines += [f"server.{i + 1}={host}:{quorum}:{election}" for i, (quorum, election) in enumerate(servers)]
+    return "\n".join(lines) + "\n"
+
+
+def server_command(java: str, config: str, *, log_dir: str | None, classpath: str | None = None) -> list[str]:
+    """The command line of one ZooKeeper server reading ``config``.
+
+    With ``log_dir`` the server logs to a rolling file there; without, to stdout
+    (what a container wants). ``classpath`` defaults to Debian's jars on this machine;
+    ``DEBIAN_CLASSPATH`` names them for a machine that has the package. Also used by the
+    container suites.
+    """
+    logging = (
+        [f"-Dzookeeper.log.dir={log_dir}", "-Dzookeeper.root.logger=INFO,ROLLINGFILE"]
+        if log_dir is not None
+        else ["-Dzookeeper.root.logger=INFO,CONSOLE"]
+    )
+    return [
+        java,
+        *_JVM_FLAGS,
+        "-cp",
+        classpath if classpath is not None else _classpath(),
+        "-Dzookeeper.admin.enableServer=false",
+        *logging,
+        MAIN_CLASS,
+        config,
+    ]
 
 
 class _Node:
@@ -291,41 +360,19 @@ class LocalZooKeeper:
         data = node.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         (data / "myid").write_text(f"{node.index + 1}\n")
-        lines = [
-            f"tickTime={self.tick_ms}",
-            "initLimit=10",
-            "syncLimit=5",
-            f"dataDir={data}",
-            f"clientPort={node.client_port}",
-            f"clientPortAddress={self.host}",
-            f"minSessionTimeout={2 * self.tick_ms}",
-            f"maxSessionTimeout={40 * self.tick_ms}",
-            "admin.enableServer=false",
-            "4lw.commands.whitelist=*",
-            # Tests open many clients from one address; the default caps them at 60.
-            "maxClientCnxns=0",
-            # preAllocSize is in KiB: the 64 MiB default makes every fresh server write 64 MiB.
-            "preAllocSize=1024",
-            "snapCount=10000",
-        ]
-        if self.node_count > 1:
-            lines += [
-                f"server.{n.index + 1}={self.host}:{n.quorum_port}:{n.election_port}" for n in self.nodes
-            ]
-        node.config.write_text("\n".join(lines) + "\n")
+        servers = [(n.quorum_port, n.election_port) for n in self.nodes] if self.node_count > 1 else []
+        node.config.write_text(
+            zoo_cfg(
+                data_dir=str(data),
+                client_port=node.client_port,
+                host=self.host,
+                tick_ms=self.tick_ms,
+                servers=servers,
+            )
+        )
 
     def _spawn(self, node: _Node) -> None:
-        cmd = [
-            self._java,
-            *_JVM_FLAGS,
-            "-cp",
-            _classpath(),
-            "-Dzookeeper.admin.enableServer=false",
-            f"-Dzookeeper.log.dir={node.directory}",
-            "-Dzookeeper.root.logger=INFO,ROLLINGFILE",
-            MAIN_CLASS,
-            str(node.config),
-        ]
+        cmd = server_command(self._java, str(node.config), log_dir=str(node.directory))
         node.out = open(node.directory / "stdout.log", "ab")  # noqa: SIM115 - closed in _terminate
         node.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=node.out, stderr=subprocess.STDOUT, cwd=node.directory

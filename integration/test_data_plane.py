@@ -14,7 +14,7 @@ import zmq
 
 import croupier
 from croupier.core import commands as c
-from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import BadRequest, CroupierError, DataLostError
 from croupier.core.wire import Header, Kind, MsgType
 from croupier.services.local import LocalCluster
@@ -226,3 +226,34 @@ def test_garbage_on_every_worker_port_gets_bad_request_and_the_worker_keeps_serv
         sh = app.register_shuffle(num_mappers=1, num_partitions=3)
         check_all(sh, write_all(sh, 1, 3, 50))
         app.unregister()
+
+
+def test_a_reader_follows_a_worker_that_restarted_after_the_locations_were_read(
+    cluster: LocalCluster,
+) -> None:
+    with croupier.connect(
+        cluster.master_url, config=ClientConfig(fetch_timeout=1.0, rpc_retries=0)
+    ) as client:
+        sh = client.register_app("moved").register_shuffle(num_mappers=2, num_partitions=6)
+        expected = write_all(sh, 2, 6, 300)
+        wids = [child.first_line for child in cluster._worker_procs]
+        # the locations a reader saw before worker 0 restarted (old incarnation and ports)
+        stale = {p: client._master.call(c.GetLocations(sh.app_id, sh.shuffle_id, p)) for p in expected}
+        before = {w["worker_id"]: w["incarnation"] for w in cluster.status()["workers"]}
+        cluster.restart_worker(0)
+        for _ in range(200):
+            now = {w["worker_id"]: w["incarnation"] for w in cluster.status()["workers"]}
+            if now[wids[0]] != before[wids[0]]:
+                break
+            threading.Event().wait(0.1)
+        else:
+            raise AssertionError("worker 0 did not re-register")
+        # the other holder of each of worker 0's partitions is gone: only the moved copy is left
+        cluster.kill_worker(1)
+        on_restarted = [p for p in expected if wids[0] in json.dumps(stale[p]["locations"])]
+        assert on_restarted
+        for p in on_restarted:
+            reader = sh.reader(p)
+            reader._wait_committed = lambda p=p: stale[p]  # type: ignore[method-assign]
+            got = list(reader)
+            assert sorted(got) == sorted(expected[p])

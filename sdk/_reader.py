@@ -141,6 +141,7 @@ class Reader:
         # a copy on a worker the master declared lost is tried last (it may still answer)
         copies.sort(key=lambda c: c[1].status == "lost")
         not_committed = 0
+        tried = list(copies)
         for i, (role, address) in enumerate(copies):
             try:
                 yield from self._read_copy(location, role, address, selector)
@@ -171,11 +172,50 @@ class Reader:
                 location.epoch,
             )
             return
+        # A worker that restarted since the locations were read serves its committed
+        # files under a new incarnation and new ports: ask the master once more.
+        for role, address in self._moved(location, tried):
+            try:
+                log.warning(
+                    "%s partition %d epoch %d: %s copy on %s moved (incarnation %s); reading it there",
+                    context,
+                    self.partition,
+                    location.epoch,
+                    role,
+                    address.worker_id,
+                    address.incarnation,
+                )
+                yield from self._read_copy(location, role, address, selector)
+                return
+            except _CopyFailed as exc:
+                errors.append(f"{address.worker_id} ({role}, after it re-registered): {exc}")
         raise DataLostError.of(
             [self.partition],
             location.workers,
             f"{context} epoch {location.epoch}: no copy could be read ({'; '.join(errors)})",
         )
+
+    def _moved(
+        self, location: Location, tried: list[tuple[str, WorkerAddress]]
+    ) -> list[tuple[str, WorkerAddress]]:
+        """The copies of ``location`` whose worker re-registered since ``tried`` was read."""
+        sh = self.shuffle
+        try:
+            reply = sh.client._master.call(GetLocations(sh.app_id, sh.shuffle_id, self.partition))
+        except CroupierError as exc:
+            log.warning("cannot refresh the locations of partition %d: %s", self.partition, exc)
+            return []
+        before = {address.worker_id: address for _, address in tried}
+        moved = []
+        for entry in reply["locations"]:
+            fresh = location_from_reply(entry)
+            if fresh.epoch != location.epoch:
+                continue
+            for role, address in ((PRIMARY, fresh.primary), (REPLICA, fresh.replica)):
+                old = before.get(address.worker_id) if address is not None else None
+                if address is not None and old is not None and address.incarnation != old.incarnation:
+                    moved.append((role, address))
+        return moved
 
     def _read_copy(
         self, location: Location, role: str, address: WorkerAddress, selector: BatchSelector

@@ -36,6 +36,8 @@ case "${1:-}" in
         sleep 0.5
       done
       docker -H "unix://$SOCK" info >/dev/null 2>&1 || { echo "dockerd did not start; see $DIR/dockerd.log" >&2; exit 1; }
+      # whoever started the engine stops it (an engine that was already running is left alone)
+      echo "export CROUPIER_DOCKER_STARTED=1"
     fi
     echo "export DOCKER_HOST=unix://$SOCK"
     echo "export TESTCONTAINERS_RYUK_DISABLED=true"
