@@ -168,7 +168,16 @@ def test_worker_killed_during_commit(cluster: ContainerCluster, capsys: pytest.C
         facts["records"] = job.verify()
         summary = job.shuffle.summary()
         assert summary["committed"], summary
-        facts["lost partitions"] = len(summary.get("lost_partitions", []))
+        assert summary["lost_partitions"] == [], summary
+        # whether the kill landed before the victim committed its copies (timing decides)
+        facts["copies failed at commit"] = sum(
+            len(
+                client._master.call(GetLocations(job.shuffle.app_id, job.shuffle.shuffle_id, p))[
+                    "failed_copies"
+                ]
+            )
+            for p in range(job.partitions)
+        )
 
 
 def test_worker_killed_during_read(cluster: ContainerCluster, capsys: pytest.CaptureFixture[str]) -> None:
