@@ -28,9 +28,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.timeout(4
 CONFIG = ClientConfig(failover_deadline=60.0, rpc_timeout=10.0, fetch_timeout=5.0)
 
 
-def records(m: int, partitions: int, n: int, size: int) -> list[tuple[int, bytes]]:
-    """Map ``m``'s records: distinct, of varied length around ``size`` bytes."""
-    return [(i % partitions, f"m{m}-r{i}-".encode().ljust(size + (i % 13) * 7, b"x")) for i in range(n)]
+def records(m: int, partitions: list[int], n: int, size: int) -> list[tuple[int, bytes]]:
+    """Map ``m``'s records over ``partitions``: distinct, of varied length around ``size`` bytes."""
+    return [
+        (partitions[i % len(partitions)], f"m{m}-r{i}-".encode().ljust(size + (i % 13) * 7, b"x"))
+        for i in range(n)
+    ]
 
 
 class Job:
@@ -53,23 +56,33 @@ class Job:
             num_mappers=mappers, num_partitions=partitions
         )
         self.errors: list[BaseException] = []
+        # map -> the partitions it writes to (default: all)
+        self.targets: dict[int, list[int]] = {}
 
     @property
     def total(self) -> int:
         return self.mappers * self.per_map
 
-    def write(self, maps: range, *, halfway: threading.Event | None = None) -> None:
-        """Run the maps in ``maps`` in parallel threads (one client each); wait for them."""
+    def write(
+        self, maps: range, *, halfway: threading.Event | None = None, resume: threading.Event | None = None
+    ) -> None:
+        """Run the maps in ``maps`` in parallel threads (one client each); wait for them.
+
+        With ``halfway``, each map sets it halfway through its records, then waits for
+        ``resume`` (if given) before writing the rest.
+        """
 
         def run(m: int) -> None:
             try:
                 with croupier.connect(self.client.url, config=CONFIG) as own:
                     shuffle = own.open_shuffle(self.shuffle.app_id, self.shuffle.shuffle_id)
                     with shuffle.writer(m, 0) as w:
-                        for i, (p, rec) in enumerate(records(m, self.partitions, self.per_map, self.size)):
+                        for i, (p, rec) in enumerate(self.records(m)):
                             w.write(p, rec)
                             if halfway is not None and i == self.per_map // 2:
                                 halfway.set()
+                                if resume is not None:
+                                    resume.wait(120)
             except BaseException as exc:
                 self.errors.append(exc)
 
@@ -80,13 +93,11 @@ class Job:
             t.join()
         assert not self.errors, self.errors
 
+    def records(self, m: int) -> list[tuple[int, bytes]]:
+        return records(m, self.targets.get(m, list(range(self.partitions))), self.per_map, self.size)
+
     def expected(self, p: int) -> Counter[bytes]:
-        return Counter(
-            rec
-            for m in range(self.mappers)
-            for q, rec in records(m, self.partitions, self.per_map, self.size)
-            if q == p
-        )
+        return Counter(rec for m in range(self.mappers) for q, rec in self.records(m) if q == p)
 
     def verify(
         self, partitions: range | None = None, *, after_first: Callable[[], None] | None = None
@@ -141,19 +152,25 @@ def test_worker_killed_during_push(cluster: ContainerCluster, capsys: pytest.Cap
     with scenario("docker kill a worker during push", capsys) as facts, _connect(cluster) as client:
         job = Job(client, "kill-during-push")
         job.write(range(0, 2))
-        halfway = threading.Event()
+        halfway, resume = threading.Event(), threading.Event()
         victim = cluster.workers[0]
 
         def kill_when_halfway() -> None:
             halfway.wait(120)
-            cluster.kill(victim)
+            try:
+                cluster.kill(victim)
+            finally:
+                resume.set()
 
         killer = threading.Thread(target=kill_when_halfway, name="killer")
         killer.start()
-        job.write(range(2, job.mappers), halfway=halfway)
+        job.write(range(2, job.mappers), halfway=halfway, resume=resume)
         killer.join()
         assert "killed" in victim.notes
         facts["records"] = job.verify()
+        # the maps' pushes to the dead worker failed over to new locations
+        facts["revived partitions"] = job.shuffle.summary()["revived_partitions"]
+        assert facts["revived partitions"], "no partition was revived: the kill missed the pushes"
         cluster.wait_workers("lost", [victim])
 
 
@@ -162,22 +179,30 @@ def test_worker_killed_during_commit(cluster: ContainerCluster, capsys: pytest.C
         job = Job(client, "kill-during-commit")
         job.write(range(0, job.mappers - 1))
         victim = cluster.workers[1]
-        # the last map's end starts the commit: the worker dies while the master commits
+        vid = cluster.worker_id(victim)
+        # The last map writes only where the victim holds no copy, so it can end while the
+        # victim is frozen; its MapperEnd starts the commit, whose COMMIT_FILES to the
+        # victim cannot be answered. The victim is killed while that commit waits.
+        job.targets[job.mappers - 1] = [p for p in range(job.partitions) if vid not in job.workers_of(p)]
+        assert job.targets[job.mappers - 1], "every partition has a copy on the victim"
+        cluster.pause(victim)
         job.write(range(job.mappers - 1, job.mappers))
+        assert not job.shuffle.summary()["committed"]
         cluster.kill(victim)
         facts["records"] = job.verify()
         summary = job.shuffle.summary()
         assert summary["committed"], summary
         assert summary["lost_partitions"] == [], summary
-        # whether the kill landed before the victim committed its copies (timing decides)
-        facts["copies failed at commit"] = sum(
-            len(
-                client._master.call(GetLocations(job.shuffle.app_id, job.shuffle.shuffle_id, p))[
-                    "failed_copies"
-                ]
-            )
+        failed = [
+            (p, w)
             for p in range(job.partitions)
-        )
+            for _, w in client._master.call(GetLocations(job.shuffle.app_id, job.shuffle.shuffle_id, p))[
+                "failed_copies"
+            ]
+        ]
+        # every copy the victim held failed at commit; the other copies were read
+        assert failed and {w for _, w in failed} == {vid}, failed
+        facts["copies failed at commit"] = len(failed)
 
 
 def test_worker_killed_during_read(cluster: ContainerCluster, capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,11 +227,25 @@ def test_leader_master_killed_during_a_shuffle(
         job.write(range(0, 3))
         leader = cluster.wait_leader()
         term = cluster.status()["term"]  # type: ignore[index]
-        killed_at = time.monotonic()
-        cluster.kill(leader)
-        cluster.ping()
-        facts["failover s"] = round(time.monotonic() - killed_at, 2)
-        job.write(range(3, job.mappers))
+        halfway, resume = threading.Event(), threading.Event()
+        failover: list[float] = []
+
+        def kill_when_halfway() -> None:
+            # maps 3.. are halfway through their pushes; they end (MapperEnd) after the kill
+            halfway.wait(120)
+            try:
+                killed_at = time.monotonic()
+                cluster.kill(leader)
+            finally:
+                resume.set()
+            cluster.ping()
+            failover.append(time.monotonic() - killed_at)
+
+        killer = threading.Thread(target=kill_when_halfway, name="killer")
+        killer.start()
+        job.write(range(3, job.mappers), halfway=halfway, resume=resume)
+        killer.join()
+        facts["failover s"] = round(failover[0], 2)
         facts["records"] = job.verify()
         new = cluster.wait_leader()
         assert new is not leader
