@@ -47,7 +47,6 @@ which deletes the shuffle data: compute or persist the results inside the block.
 from __future__ import annotations
 
 import dataclasses
-import io
 import logging
 import uuid
 from collections.abc import Sequence
@@ -121,20 +120,16 @@ def _key_columns(on: str | Sequence[str]) -> tuple[str, ...]:
     return cols
 
 
-def _to_ipc(piece: pd.DataFrame) -> bytes:
-    import pyarrow as pa
+def _pieces(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[tuple[int, int, Any]]:
+    """``part``'s non-empty pieces by output partition: ``(partition, rows, Arrow IPC stream)``.
 
-    table = pa.Table.from_pandas(piece, preserve_index=True)
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    return sink.getvalue()
-
-
-def _split(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[tuple[int, pd.DataFrame]]:
-    """``part``'s non-empty pieces, by output partition."""
+    The partition becomes one Arrow table (index included), reordered once by target
+    partition with ``take``; each piece is a zero-copy slice of it, written as one IPC
+    stream into an Arrow buffer (passed to the writer without another copy).
+    """
     import numpy as np
     import pandas as pd
+    import pyarrow as pa
 
     if len(part) == 0:
         return []
@@ -143,11 +138,19 @@ def _split(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[tu
         np.int64
     )
     order = np.argsort(targets, kind="stable")
-    sorted_targets = targets[order]
-    present = np.unique(sorted_targets)
-    starts = np.searchsorted(sorted_targets, present, side="left")
-    ends = np.searchsorted(sorted_targets, present, side="right")
-    return [(int(j), part.iloc[order[s:e]]) for j, s, e in zip(present, starts, ends, strict=True)]
+    counts = np.bincount(targets, minlength=npartitions)
+    table = pa.Table.from_pandas(part, preserve_index=True).take(pa.array(order))
+    out = []
+    offset = 0
+    for j in np.flatnonzero(counts):
+        rows = int(counts[j])
+        piece = table.slice(offset, rows)
+        offset += rows
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, piece.schema) as stream:
+            stream.write_table(piece)
+        out.append((int(j), rows, sink.getvalue()))
+    return out
 
 
 def map_partition(
@@ -165,11 +168,10 @@ def map_partition(
         _heartbeat(client, spec.app_id)
         sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
-            for j, piece in _split(part, spec.on, spec.npartitions):
-                record = _to_ipc(piece)
-                writer.write(j, record)
-                rows += len(piece)
-                nbytes += len(record)
+            for j, count, record in _pieces(part, spec.on, spec.npartitions):
+                writer.write(j, memoryview(record))
+                rows += count
+                nbytes += record.size
         won = bool(writer.won)
     return {"map_id": map_id, "attempt_id": attempt, "won": won, "rows": rows, "bytes": nbytes}
 

@@ -135,6 +135,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         heartbeat_interval=parse_duration(args.heartbeat),
         memory_cap=parse_size(args.memory),
         slots=args.slots,
+        commit_fsync=args.fsync,
     )
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
@@ -229,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--memory", default="1GiB", help="buffered bytes before pushes are answered CONGESTED")
     w.add_argument("--slots", type=int, default=100_000)
     w.add_argument("--heartbeat", default="10s")
+    w.add_argument(
+        "--fsync",
+        action="store_true",
+        help="fsync data files, indexes and directories at commit (default: rely on the replica)",
+    )
     w.set_defaults(func=cmd_worker)
 
     loc = sub.add_parser("local", help="a master and N workers in the foreground")

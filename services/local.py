@@ -236,6 +236,7 @@ class LocalCluster(Service):
                 f"{self.worker_config.heartbeat_interval}s",
                 "--memory",
                 str(self.worker_config.memory_cap),
+                *(["--fsync"] if self.worker_config.commit_fsync else []),
                 *self._worker_args,
             ],
             self.base_dir / f"worker{i}.log",

@@ -195,7 +195,7 @@ class WorkerService(Service):
     def start(self) -> Self:
         try:
             raise_fd_limit()
-            self.store = self._given_store or DiskPartitionStore(self.dirs)
+            self.store = self._given_store or DiskPartitionStore(self.dirs, fsync=self.config.commit_fsync)
             committed = self.store.scan()
             if committed:
                 log.info("serving %d committed locations found on disk", len(committed))

@@ -42,9 +42,13 @@ checks. An index that fails one (damaged, from another version, or beside a
 missing or wrongly sized ``.data``) is skipped with a warning and the location
 counts as not committed; ``create`` for that key then deletes both files.
 
-Commit: fsync and close the ``.data``; write ``.index.tmp``, fsync it,
-``os.replace`` it to ``.index``, fsync the directory. Directories are fsync'ed
-into their parents when ``create`` makes them.
+Commit: close the ``.data``; write ``.index.tmp``, ``os.replace`` it to
+``.index``. With ``fsync=True`` (the store's default) the ``.data``, the
+``.index.tmp`` and the directory are fsync'ed too, and directories are fsync'ed
+into their parents when ``create`` makes them. Without it a commit survives the
+process but not an OS crash: a ``.data`` torn by one fails the batch digests
+readers check, so it is read from the other copy or reported lost, never
+returned wrong.
 
 Descriptors (DESIGN §11)
 ------------------------
@@ -399,19 +403,23 @@ class DiskPartitionFile:
                 raise Conflict(f"index says {index.size} bytes, {self.data_path} holds {self._size}")
             try:
                 # Opening creates the file if nothing was ever written.
+                durable = self._store.fsync
                 with fds.use(self._handle) as fd:
-                    os.fsync(fd)
+                    if durable:
+                        os.fsync(fd)
                 fds.discard(self._handle)
                 raw = encode_index(self.key, index)
                 tmp = str(self.index_path.parent / (self.key.name + TMP_SUFFIX))
                 fd = fds.open_raw(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC)
                 try:
                     _writev_all(fd, [raw])
-                    os.fsync(fd)
+                    if durable:
+                        os.fsync(fd)
                 finally:
                     fds.close_raw(fd)
                 os.replace(tmp, self.index_path)
-                _fsync_dir(fds, self.index_path.parent)
+                if durable:
+                    _fsync_dir(fds, self.index_path.parent)
             except OSError as exc:
                 raise _os_error("commit", self.data_path, exc) from exc
             self._state = "committed"
@@ -471,7 +479,9 @@ class DiskPartitionStore:
         Unavailable: a dir cannot be created.
     """
 
-    def __init__(self, dirs: Sequence[str | os.PathLike[str]], *, max_open_files: int = 512) -> None:
+    def __init__(
+        self, dirs: Sequence[str | os.PathLike[str]], *, max_open_files: int = 512, fsync: bool = True
+    ) -> None:
         if max_open_files < 1:
             raise ValueError(f"max_open_files must be positive, not {max_open_files}")
         paths = [Path(os.path.abspath(d)) for d in dirs]
@@ -485,6 +495,7 @@ class DiskPartitionStore:
             except OSError as exc:
                 raise _os_error("create the storage directory", p, exc) from exc
         self._dirs = tuple(paths)
+        self.fsync = fsync
         self._fds = _FdCache(max_open_files)
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
@@ -662,9 +673,10 @@ class DiskPartitionStore:
         new_app = not app_dir.is_dir()
         directory.mkdir(parents=True, exist_ok=True)
         # Make the new names durable, or a committed file could vanish with its directory.
-        _fsync_dir(self._fds, app_dir)
-        if new_app:
-            _fsync_dir(self._fds, root)
+        if self.fsync:
+            _fsync_dir(self._fds, app_dir)
+            if new_app:
+                _fsync_dir(self._fds, root)
         return directory
 
     def _lookup(self, key: LocationKey) -> tuple[CommittedFile, int] | None:

@@ -33,7 +33,8 @@ from croupier.storage.store import (
 )
 from tests.storage.helpers import append, batch, key, seal, whole
 
-BACKENDS = ["memory", "disk"]
+# "disk-nofsync": the worker default (WorkerConfig.commit_fsync=False)
+BACKENDS = ["memory", "disk", "disk-nofsync"]
 
 
 class Backend:
@@ -50,9 +51,9 @@ class Backend:
         store: PartitionStore
         if self.kind == "memory":
             store = MemoryPartitionStore(self.backing, num_disks=self.num_disks)
-        elif self.kind == "disk":
+        elif self.kind in ("disk", "disk-nofsync"):
             # A small descriptor bound, so that every test also exercises eviction.
-            store = DiskPartitionStore(self.dirs, max_open_files=8)
+            store = DiskPartitionStore(self.dirs, max_open_files=8, fsync=self.kind == "disk")
         else:  # pragma: no cover
             raise AssertionError(self.kind)
         self.opened.append(store)
