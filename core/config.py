@@ -107,7 +107,7 @@ class WorkerConfig:
     heartbeat_interval: float = 10.0
     slots: int = 100_000
     memory_cap: int = 1024**3
-    flush_threshold: int = 4 * 1024**2
+    flush_threshold: int = 1024**2
     chunk_size: int = 8 * 1024**2
     replicate_timeout: float = 10.0
     max_message_bytes: int = 300 * 1024**2
