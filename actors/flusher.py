@@ -5,11 +5,14 @@ State it owns: nothing but its thread and inbox. Each ``FlushJob`` names a
 views of the received frames). Jobs for one file arrive in order from its
 ``PartitionActor`` and are written in order, so a file is only ever written by
 this one thread. When a job is done (or failed) the flusher ``tell``s the
-owning actor; it never waits on another actor.
+owning actor; it never waits on another actor. The job's bytes go back to the
+worker's ``MemoryLimiter`` here, once written (or failed), so that they are
+released even when their owner has gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -18,7 +21,8 @@ from typing import Any
 import pykka
 
 from croupier.core.errors import CroupierError, Unavailable
-from croupier.storage.store import PartitionFile
+from croupier.storage.store import LocationKey, PartitionFile
+from croupier.transports.limiter import MemoryLimiter
 
 __all__ = ["FlushDone", "FlushJob", "FlusherActor"]
 
@@ -35,16 +39,17 @@ class FlushJob:
 
 @dataclass(frozen=True, slots=True)
 class FlushDone:
-    nbytes: int
+    key: LocationKey
     error: CroupierError | None
 
 
 class FlusherActor(pykka.ThreadingActor):
     """Sequential writer for one disk. ``busy_seconds`` feeds the worker's disk-utilisation figure."""
 
-    def __init__(self, disk: int) -> None:
+    def __init__(self, disk: int, limiter: MemoryLimiter) -> None:
         super().__init__()
         self.disk = disk
+        self._limiter = limiter
         self.busy_seconds = 0.0
         self.bytes_written = 0
 
@@ -62,7 +67,9 @@ class FlusherActor(pykka.ThreadingActor):
             if error is not None:
                 log.error("disk %d: %s", self.disk, error)
             self.busy_seconds += time.perf_counter() - started
-            message.owner.tell(FlushDone(message.nbytes, error))
+            self._limiter.release(message.nbytes)
+            with contextlib.suppress(pykka.ActorDeadError):  # its owner stopped: nobody waits
+                message.owner.tell(FlushDone(message.file.key, error))
             return None
         if message == "stats":
             return {"disk": self.disk, "busy_seconds": self.busy_seconds, "bytes_written": self.bytes_written}

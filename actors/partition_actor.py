@@ -1,6 +1,10 @@
-"""``PartitionActor``: one per partition location (primary or replica copy) on a worker.
+"""``PartitionActor``: owns a shard of a worker's partition locations (primary or replica copies).
 
-State it owns (on its pykka thread):
+A worker runs a fixed number of these (``WorkerConfig.partition_actors``); a
+location belongs to the actor its key hashes to. With ``partition_actors=0`` each
+location gets an actor of its own, the layout DESIGN §11 starts from.
+
+State it owns, per location (a ``_Location``), on its pykka thread:
     pending     pieces accepted but not yet handed to the flusher (memory buffer)
     index       an ``IndexBuilder``: chunk boundaries, batch count and seals, in file order
     file        the ``PartitionFile``, created at the first flush
@@ -8,15 +12,22 @@ State it owns (on its pykka thread):
     committed   the ``CommittedFile`` once committed
 
 Hooks: ``Append`` from the push/replicate server threads; ``FlushDone`` from the
-flusher; ``Commit`` from the control server thread. Bytes are released from the
-worker's ``MemoryLimiter`` when their flush completes. The actor never waits on
-another actor: commit completes when the last flush reports back.
+flusher; ``Commit`` from the control server thread; ``Drop`` when a shuffle is
+destroyed. Bytes go back to the worker's ``MemoryLimiter`` when their flush
+completes (the flusher releases them) or when their location is dropped. The
+actor never waits on another actor: a commit completes when the location's last
+flush reports back.
+
+Why shards: one actor per location means one thread per location, and a push
+message carrying batches for many partitions wakes one thread per partition. At
+640 partitions that is ~430 threads per worker, and the thread hand-offs cost
+more than the work (BENCHMARKS.md, "Issue 6, third round").
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,154 +35,77 @@ import pykka
 
 from croupier.actors.flusher import FlushDone, FlushJob
 from croupier.core.batch import BATCH_HEADER, BatchHeader
-from croupier.core.errors import CroupierError
+from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import CommittedFile, LocationKey, PartitionFile, PartitionStore
 from croupier.transports.limiter import MemoryLimiter
 
-__all__ = ["Append", "Commit", "CommitReport", "PartitionActor"]
+__all__ = ["Append", "Batches", "Commit", "CommitReport", "Drop", "PartitionActor", "shard_of"]
 
 log = logging.getLogger(__name__)
 
 CommitReport = dict[str, Any]
+Batches = list[tuple[BatchHeader, memoryview, memoryview]]
+
+
+def shard_of(key: LocationKey, shards: int) -> int:
+    """The actor (``0..shards-1``) that owns ``key``: a location's copies of every epoch spread evenly."""
+    return (key.partition * 7 + key.epoch * 3 + key.shuffle_id * 13 + len(key.app_id)) % shards
 
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Batches for this location, in order: (parsed header, header bytes, data); ``nbytes`` was acquired."""
+    """Batches for locations of this actor: per location, (parsed header, header bytes, data) in
+    order, and the bytes acquired for them from the limiter."""
 
-    batches: list[tuple[BatchHeader, memoryview, memoryview]]
-    nbytes: int
+    groups: list[tuple[LocationKey, Batches, int]]
 
 
 @dataclass(frozen=True, slots=True)
 class Commit:
+    """Seal and commit ``keys``; ``reply`` is called once per key, with its report."""
+
+    keys: list[LocationKey]
     reply: Callable[[CommitReport], None]
 
 
-class PartitionActor(pykka.ThreadingActor):
-    """Parameters:
-    key: the location.
-    store: where the file goes.
-    flushers: one flusher actor per disk of the store.
-    limiter: the worker's memory budget.
-    flush_bytes: hand pending data to the flusher once this much is buffered.
-    chunk_size: the target size of fetch chunks.
-    """
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Forget ``keys`` (their shuffle was destroyed) and give back their unflushed bytes."""
 
-    def __init__(
-        self,
-        key: LocationKey,
-        store: PartitionStore,
-        flushers: list[pykka.ActorRef[Any]],
-        limiter: MemoryLimiter,
-        *,
-        flush_bytes: int = 4 * 1024 * 1024,
-        chunk_size: int = 8 * 1024 * 1024,
-    ) -> None:
-        super().__init__()
+    keys: list[LocationKey]
+
+
+class _Location:
+    """One location's buffer, index and file. Used only on its actor's thread."""
+
+    __slots__ = (
+        "committed",
+        "error",
+        "file",
+        "in_flight",
+        "index",
+        "key",
+        "pending",
+        "pending_bytes",
+        "waiters",
+    )
+
+    def __init__(self, key: LocationKey, chunk_size: int) -> None:
         self.key = key
-        self._store = store
-        self._flushers = flushers
-        self._limiter = limiter
-        self._flush_bytes = flush_bytes
-        self._index = IndexBuilder(chunk_size)
-        self._pending: list[bytes | memoryview] = []
-        self._pending_bytes = 0
-        self._file: PartitionFile | None = None
-        self._in_flight = 0
-        self._unreleased = 0
-        self._waiters: list[Callable[[CommitReport], None]] = []
+        self.index = IndexBuilder(chunk_size)
+        self.pending: list[bytes | memoryview] = []
+        self.pending_bytes = 0
+        self.file: PartitionFile | None = None
+        self.in_flight = 0
+        self.waiters: list[Callable[[CommitReport], None]] = []
         self.committed: CommittedFile | None = None
-        self._error: CroupierError | None = None
+        self.error: CroupierError | None = None
 
-    def on_receive(self, message: Any) -> Any:
-        match message:
-            case Append(batches, nbytes):
-                self._append(batches, nbytes)
-            case FlushDone(nbytes, error):
-                self._in_flight -= 1
-                self._unreleased -= nbytes
-                self._limiter.release(nbytes)
-                if error is not None and self._error is None:
-                    self._error = error
-                self._maybe_finish_commit()
-            case Commit(reply):
-                self._commit(reply)
-            case _:
-                log.warning("PartitionActor %s ignored %r", self.key.name, message)
-        return None
-
-    def on_stop(self) -> None:
-        # a destroyed location gives its unflushed bytes back
-        self._limiter.release(self._pending_bytes)
-        self._pending.clear()
-        self._pending_bytes = 0
-
-    def _append(self, batches: list[tuple[BatchHeader, memoryview, memoryview]], nbytes: int) -> None:
-        if self.committed is not None or self._waiters:
-            # a late push (e.g. a losing speculative attempt): its data is not needed; give the bytes back
-            log.info("%s is committed; dropping %d late batches", self.key.name, len(batches))
-            self._limiter.release(nbytes)
-            return
-        for header, header_bytes, data in batches:
-            self._index.add(header, BATCH_HEADER.size + len(data))
-            self._pending.append(header_bytes)
-            if len(data):
-                self._pending.append(data)
-        self._pending_bytes += nbytes
-        if self._pending_bytes >= self._flush_bytes:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        try:
-            if self._file is None:
-                self._file = self._store.create(self.key)
-        except CroupierError as exc:
-            self._error = exc
-            self._limiter.release(self._pending_bytes)
-            self._pending, self._pending_bytes = [], 0
-            return
-        job = FlushJob(self._file, self._pending, self._pending_bytes, self.actor_ref)
-        self._in_flight += 1
-        self._unreleased += self._pending_bytes
-        self._pending, self._pending_bytes = [], 0
-        self._flushers[self._file.disk % len(self._flushers)].tell(job)
-
-    def _commit(self, reply: Callable[[CommitReport], None]) -> None:
-        if self.committed is not None or self._error is not None:
-            reply(self._report())
-            return
-        self._waiters.append(reply)
-        if len(self._waiters) == 1:
-            self._flush()
-        self._maybe_finish_commit()
-
-    def _maybe_finish_commit(self) -> None:
-        if not self._waiters or self._in_flight:
-            return
-        if self._error is None and self.committed is None:
-            try:
-                if self._file is None:
-                    self._file = self._store.create(self.key)
-                self.committed = self._file.commit(self._index.build())
-            except CroupierError as exc:
-                self._error = exc
-        report = self._report()
-        waiters, self._waiters = self._waiters, []
-        for reply in waiters:
-            reply(report)
-
-    def _report(self) -> CommitReport:
-        base: CommitReport = {
-            "partition": self.key.partition,
-            "epoch": self.key.epoch,
-            "role": self.key.role,
-        }
-        if self._error is not None or self.committed is None:
-            return {**base, "ok": False, "error": str(self._error or "not committed")}
+    def report(self) -> CommitReport:
+        base: CommitReport = {"partition": self.key.partition, "epoch": self.key.epoch, "role": self.key.role}
+        if self.error is not None or self.committed is None:
+            return {**base, "ok": False, "error": str(self.error or "not committed")}
         index = self.committed.index
         return {
             **base,
@@ -181,3 +115,135 @@ class PartitionActor(pykka.ThreadingActor):
             "chunks": len(index.chunks),
             "seals": [list(s) for s in index.seals],
         }
+
+
+class PartitionActor(pykka.ThreadingActor):
+    """Parameters:
+    store: where the files go.
+    flushers: one flusher actor per disk of the store.
+    limiter: the worker's memory budget.
+    flush_bytes: hand a location's pending data to the flusher once this much is buffered.
+    chunk_size: the target size of fetch chunks.
+    """
+
+    def __init__(
+        self,
+        store: PartitionStore,
+        flushers: list[pykka.ActorRef[Any]],
+        limiter: MemoryLimiter,
+        *,
+        flush_bytes: int = 1024 * 1024,
+        chunk_size: int = 8 * 1024 * 1024,
+    ) -> None:
+        super().__init__()
+        self._store = store
+        self._flushers = flushers
+        self._limiter = limiter
+        self._flush_bytes = flush_bytes
+        self._chunk_size = chunk_size
+        self._locations: dict[LocationKey, _Location] = {}
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case Append(groups):
+                for key, batches, nbytes in groups:
+                    self._append(key, batches, nbytes)
+            case FlushDone(key, error):
+                self._flush_done(key, error)
+            case Commit(keys, reply):
+                for key in keys:
+                    self._commit(key, reply)
+            case Drop(keys):
+                self._drop(keys)
+            case _:
+                log.warning("PartitionActor ignored %r", message)
+        return None
+
+    def on_stop(self) -> None:
+        # uncommitted locations give their unflushed bytes back
+        self._drop(list(self._locations))
+
+    def _append(self, key: LocationKey, batches: Batches, nbytes: int) -> None:
+        loc = self._locations.get(key)
+        if loc is None:
+            loc = self._locations[key] = _Location(key, self._chunk_size)
+        if loc.committed is not None or loc.waiters:
+            # a late push (e.g. a losing speculative attempt): its data is not needed; give the bytes back
+            log.info("%s is committed; dropping %d late batches", key.name, len(batches))
+            self._limiter.release(nbytes)
+            return
+        for header, header_bytes, data in batches:
+            loc.index.add(header, BATCH_HEADER.size + len(data))
+            loc.pending.append(header_bytes)
+            if len(data):
+                loc.pending.append(data)
+        loc.pending_bytes += nbytes
+        if loc.pending_bytes >= self._flush_bytes:
+            self._flush(loc)
+
+    def _flush(self, loc: _Location) -> None:
+        if not loc.pending:
+            return
+        try:
+            if loc.file is None:
+                loc.file = self._store.create(loc.key)
+        except CroupierError as exc:
+            loc.error = exc
+            self._limiter.release(loc.pending_bytes)
+            loc.pending, loc.pending_bytes = [], 0
+            return
+        job = FlushJob(loc.file, loc.pending, loc.pending_bytes, self.actor_ref)
+        loc.in_flight += 1
+        loc.pending, loc.pending_bytes = [], 0
+        self._flushers[loc.file.disk % len(self._flushers)].tell(job)
+
+    def _flush_done(self, key: LocationKey, error: CroupierError | None) -> None:
+        loc = self._locations.get(key)
+        if loc is None:
+            return  # dropped while its flush ran (the flusher released the bytes)
+        loc.in_flight -= 1
+        if error is not None and loc.error is None:
+            loc.error = error
+        self._maybe_finish_commit(loc)
+
+    def _commit(self, key: LocationKey, reply: Callable[[CommitReport], None]) -> None:
+        loc = self._locations.get(key)
+        if loc is None:
+            # admitted but never appended to (its push was refused as congested): commit it empty
+            loc = self._locations[key] = _Location(key, self._chunk_size)
+        if loc.committed is not None or loc.error is not None:
+            reply(loc.report())
+            return
+        loc.waiters.append(reply)
+        if len(loc.waiters) == 1:
+            self._flush(loc)
+        self._maybe_finish_commit(loc)
+
+    def _maybe_finish_commit(self, loc: _Location) -> None:
+        if not loc.waiters or loc.in_flight:
+            return
+        if loc.error is None and loc.committed is None:
+            try:
+                if loc.file is None:
+                    loc.file = self._store.create(loc.key)
+                loc.committed = loc.file.commit(loc.index.build())
+            except CroupierError as exc:
+                loc.error = exc
+        report = loc.report()
+        waiters, loc.waiters = loc.waiters, []
+        for reply in waiters:
+            reply(report)
+
+    def _drop(self, keys: Iterable[LocationKey]) -> None:
+        for key in keys:
+            loc = self._locations.pop(key, None)
+            if loc is None:
+                continue
+            self._limiter.release(loc.pending_bytes)
+            loc.pending, loc.pending_bytes = [], 0
+            if loc.waiters:
+                loc.error = loc.error or Unavailable("the location was dropped before its commit ended")
+                report = loc.report()
+                for reply in loc.waiters:
+                    reply(report)
+                loc.waiters = []

@@ -102,16 +102,19 @@ class WorkerConfig:
             is read from the other copy or reported as lost, never returned wrong.
             It costs about 1.3 s per 2 GiB of copies at commit on the development
             machine (BENCHMARKS.md).
+        partition_actors: how many ``PartitionActor`` threads own the worker's locations,
+            each a shard of them; 0 gives every location an actor of its own.
     """
 
     heartbeat_interval: float = 10.0
     slots: int = 100_000
     memory_cap: int = 1024**3
-    flush_threshold: int = 1024**2
+    flush_threshold: int = 256 * 1024
     chunk_size: int = 8 * 1024**2
     replicate_timeout: float = 10.0
     max_message_bytes: int = 300 * 1024**2
     commit_fsync: bool = False
+    partition_actors: int = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from croupier.core.config import MasterConfig, parse_duration
+from croupier.core.config import MasterConfig, WorkerConfig, parse_duration
 
 __all__ = ["main"]
 
@@ -127,7 +127,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from croupier.core.config import WorkerConfig, parse_size
+    from croupier.core.config import parse_size
     from croupier.services.worker import WorkerService
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
@@ -136,6 +136,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         memory_cap=parse_size(args.memory),
         slots=args.slots,
         commit_fsync=args.fsync,
+        partition_actors=args.partition_actors,
+        flush_threshold=parse_size(args.flush_threshold),
+        chunk_size=parse_size(args.chunk_size),
     )
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
@@ -234,6 +237,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsync",
         action="store_true",
         help="fsync data files, indexes and directories at commit (default: rely on the replica)",
+    )
+    w.add_argument(
+        "--flush-threshold",
+        default=str(WorkerConfig().flush_threshold),
+        help="a location's buffered bytes are written to disk at this size",
+    )
+    w.add_argument("--chunk-size", default=str(WorkerConfig().chunk_size), help="target size of fetch chunks")
+    w.add_argument(
+        "--partition-actors",
+        type=int,
+        default=WorkerConfig().partition_actors,
+        help="actor threads that own the locations, each a shard of them (0 = one per location)",
     )
     w.set_defaults(func=cmd_worker)
 

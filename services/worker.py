@@ -28,7 +28,7 @@ import os
 import resource
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
@@ -36,7 +36,15 @@ from typing import Any, Self
 import pykka
 
 from croupier.actors.flusher import FlusherActor
-from croupier.actors.partition_actor import Append, Commit, CommitReport, PartitionActor
+from croupier.actors.partition_actor import (
+    Append,
+    Batches,
+    Commit,
+    CommitReport,
+    Drop,
+    PartitionActor,
+    shard_of,
+)
 from croupier.core.batch import BATCH_HEADER, BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import RegisterWorker, WorkerHeartbeat
@@ -86,53 +94,109 @@ def raise_fd_limit() -> int:
 
 
 class _Locations:
-    """The live (uncommitted) locations and their actors; shared by the server threads."""
+    """The worker's locations and the ``PartitionActor`` owning each; shared by the server threads.
+
+    With ``shards`` > 0 a fixed set of actors (started here) owns the locations by
+    key hash; with 0 every location gets its own actor, started on first use.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._actors: dict[LocationKey, pykka.ActorRef[PartitionActor]] = {}
+        self._start: Callable[[], pykka.ActorRef[PartitionActor]] | None = None
+        self._shards: list[pykka.ActorRef[PartitionActor]] = []
+        self._owners: dict[LocationKey, pykka.ActorRef[PartitionActor]] = {}
         self._committing: set[tuple[str, int]] = set()  # commit started: no more pushes for the shuffle
+
+    def open(self, shards: int, start: Callable[[], pykka.ActorRef[PartitionActor]]) -> None:
+        """Start ``shards`` actors now (0: one per location, started by ``admit``)."""
+        with self._lock:
+            self._start = start
+            for _ in range(shards):
+                self._shards.append(start())
 
     def get(self, key: LocationKey) -> pykka.ActorRef[PartitionActor] | None:
         with self._lock:
-            return self._actors.get(key)
+            return self._owners.get(key)
 
-    def get_or_start(self, key: LocationKey, start: Any) -> pykka.ActorRef[PartitionActor]:
+    def admit(self, key: LocationKey) -> pykka.ActorRef[PartitionActor]:
+        """The owner of ``key``, a live location; none once its shuffle started committing here."""
         with self._lock:
             if (key.app_id, key.shuffle_id) in self._committing:
                 raise StaleLocation(
                     f"shuffle {key.app_id}/{key.shuffle_id} is committed here; {key.name} takes no more data"
                 )
-            ref = self._actors.get(key)
-            if ref is None:
-                ref = self._actors[key] = start(key)
+            ref = self._owners.get(key)
+            if ref is not None:
+                return ref
+            if self._shards:
+                ref = self._shards[shard_of(key, len(self._shards))]
+            else:
+                assert self._start is not None, "the worker is not started"
+                ref = self._start()
+            self._owners[key] = ref
             return ref
 
-    def of_shuffle(
-        self, app_id: str, shuffle_id: int | None, *, seal: bool
-    ) -> list[tuple[LocationKey, pykka.ActorRef[PartitionActor]]]:
-        with self._lock:
-            keys = [k for k in self._actors if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
-            if seal and shuffle_id is not None:
-                self._committing.add((app_id, shuffle_id))
-            return [(k, self._actors[k]) for k in keys]
+    def deliver(self, groups: list[tuple[LocationKey, Batches, int]]) -> int:
+        """Tell each owner its locations' batches, in one ``Append``; returns the bytes of
+        locations destroyed since they were admitted (nobody will read them)."""
+        unwanted = 0
+        with self._lock:  # ordered against the Drop of ``remove``
+            owners: dict[pykka.ActorRef[PartitionActor], list[tuple[LocationKey, Batches, int]]] = {}
+            for group in groups:
+                owner = self._owners.get(group[0])
+                if owner is None:
+                    unwanted += group[2]
+                else:
+                    owners.setdefault(owner, []).append(group)
+            for owner, mine in owners.items():
+                owner.tell(Append(mine))
+        return unwanted
 
-    def remove(self, app_id: str, shuffle_id: int | None) -> list[pykka.ActorRef[PartitionActor]]:
+    def of_shuffle(
+        self, app_id: str, shuffle_id: int, *, seal: bool
+    ) -> dict[pykka.ActorRef[PartitionActor], list[LocationKey]]:
+        """The shuffle's locations by owner; with ``seal``, no new location of it is admitted."""
         with self._lock:
-            keys = [k for k in self._actors if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
+            if seal:
+                self._committing.add((app_id, shuffle_id))
+            keys = [k for k in self._owners if k.app_id == app_id and k.shuffle_id == shuffle_id]
+            return self._by_owner(keys)
+
+    def remove(self, app_id: str, shuffle_id: int | None) -> list[pykka.Future[Any]]:
+        """Drop the locations of a shuffle (or of every shuffle of an app); the futures are done
+        when their owners have forgotten them (after every ``Append`` delivered before)."""
+        done: list[pykka.Future[Any]] = []
+        with self._lock:
+            keys = [k for k in self._owners if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
             self._committing = {
                 s for s in self._committing if not (s[0] == app_id and shuffle_id in (None, s[1]))
             }
-            return [self._actors.pop(k) for k in keys]
+            for owner, mine in self._by_owner(keys).items():
+                with contextlib.suppress(pykka.ActorDeadError):
+                    done.append(owner.ask(Drop(mine), block=False))
+                    if not self._shards:
+                        owner.stop(block=False)
+            for k in keys:
+                del self._owners[k]
+        return done
+
+    def _by_owner(self, keys: list[LocationKey]) -> dict[pykka.ActorRef[PartitionActor], list[LocationKey]]:
+        owners: dict[pykka.ActorRef[PartitionActor], list[LocationKey]] = {}
+        for k in keys:
+            owners.setdefault(self._owners[k], []).append(k)
+        return owners
 
     def all(self) -> list[pykka.ActorRef[PartitionActor]]:
+        """Every actor, forgetting every location (at stop)."""
         with self._lock:
-            refs = list(self._actors.values())
-            self._actors.clear()
+            refs = list({id(r): r for r in [*self._shards, *self._owners.values()]}.values())
+            self._owners.clear()
+            self._shards = []
+            self._start = None
             return refs
 
     def __len__(self) -> int:
-        return len(self._actors)
+        return len(self._owners)
 
 
 class WorkerService(Service):
@@ -199,7 +263,8 @@ class WorkerService(Service):
             committed = self.store.scan()
             if committed:
                 log.info("serving %d committed locations found on disk", len(committed))
-            self._flushers = [FlusherActor.start(i) for i in range(self.store.num_disks)]
+            self._flushers = [FlusherActor.start(i, self.limiter) for i in range(self.store.num_disks)]
+            self._locations.open(self.config.partition_actors, self._start_partition_actor)
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
             self._reads = ThreadPoolExecutor(4, thread_name_prefix="fetch-read")
@@ -352,19 +417,19 @@ class WorkerService(Service):
             key = LocationKey(app_id, shuffle_id, partition, epoch, role)
             groups.setdefault(key, []).append((header, view, data))
             sizes[key] = sizes.get(key, 0) + BATCH_HEADER.size + len(data)
-        refs = {key: self._locations.get_or_start(key, self._start_location) for key in groups}
+        for key in groups:
+            self._locations.admit(key)
         if not self.limiter.try_acquire(total, replicate=role == REPLICA):
             raise Congested(
                 f"worker {self.worker_id} holds {self.limiter.used} of {self.limiter.cap} buffered bytes;"
                 " retry later"
             )
-        for key, items in groups.items():
-            refs[key].tell(Append(items, sizes[key]))
+        unwanted = self._locations.deliver([(key, items, sizes[key]) for key, items in groups.items()])
+        self.limiter.release(unwanted)
 
-    def _start_location(self, key: LocationKey) -> pykka.ActorRef[PartitionActor]:
+    def _start_partition_actor(self) -> pykka.ActorRef[PartitionActor]:
         assert self.store is not None
         return PartitionActor.start(
-            key,
             self.store,
             self._flushers,
             self.limiter,
@@ -429,9 +494,10 @@ class WorkerService(Service):
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
             destroy.validate()
-            for ref in self._locations.remove(destroy.app_id, destroy.shuffle_id):
-                with contextlib.suppress(pykka.ActorDeadError):
-                    ref.stop(block=False)
+            for dropped in self._locations.remove(destroy.app_id, destroy.shuffle_id):
+                # no flush of the shuffle starts after this, so none recreates a removed file
+                with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                    dropped.get(timeout=10.0)
             assert self.store is not None
             removed = self.store.remove(destroy.app_id, destroy.shuffle_id)
             log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
@@ -453,18 +519,18 @@ class WorkerService(Service):
 
     def _commit(self, cmd: CommitFiles, responder: Responder) -> None:
         assert self.store is not None
-        refs = self._locations.of_shuffle(cmd.app_id, cmd.shuffle_id, seal=True)
-        live = {key for key, _ in refs}
+        owners = self._locations.of_shuffle(cmd.app_id, cmd.shuffle_id, seal=True)
+        live = {key for keys in owners.values() for key in keys}
         reports: list[CommitReport] = []
         lock = threading.Lock()
-        remaining = [len(refs)]
+        remaining = [len(live)]
 
         def finish() -> None:
             # committed files of this shuffle not held by a live actor (found at start-up, or earlier)
             assert self.store is not None
-            for cf in self.store.scan():
+            for cf in self.store.scan(cmd.app_id, cmd.shuffle_id):
                 k = cf.key
-                if k.app_id == cmd.app_id and k.shuffle_id == cmd.shuffle_id and k not in live:
+                if k not in live:
                     reports.append(
                         {
                             "partition": k.partition,
@@ -487,11 +553,11 @@ class WorkerService(Service):
             if last:
                 finish()
 
-        if not refs:
+        if not live:
             finish()
             return
-        for _, ref in refs:
-            ref.tell(Commit(done))
+        for ref, keys in owners.items():
+            ref.tell(Commit(keys, done))
 
     # -- fetch ----------------------------------------------------------------------------
     def _committed(self, body: OpenStream | FetchChunk) -> Any:

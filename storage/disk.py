@@ -93,6 +93,7 @@ from croupier.storage.store import (
     CommittedFile,
     LocationKey,
     check_range,
+    check_scope,
     disk_for,
 )
 
@@ -590,14 +591,17 @@ class DiskPartitionStore:
             raise _os_error("read", handle.path, exc) from exc
         return data
 
-    def scan(self) -> list[CommittedFile]:
+    def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
+        check_scope(app_id, shuffle_id)
         with self._lock:
             self._check_open()
             found: dict[LocationKey, tuple[CommittedFile, int]] = {}
             for disk, root in enumerate(self._dirs):
-                for key, path in _walk(root):
+                for key, path in _walk(root, app_id, shuffle_id):
                     if path.name.endswith(INDEX_SUFFIX) and key not in self._open:
-                        entry = self._load(disk, key)
+                        # a file committed or loaded here before is not read again
+                        cached = self._committed.get(key)
+                        entry = cached if cached is not None and cached[1] == disk else self._load(disk, key)
                         if entry is None:
                             continue
                         if key in found:

@@ -54,6 +54,7 @@ __all__ = [
     "PartitionFile",
     "PartitionStore",
     "check_range",
+    "check_scope",
     "disk_for",
 ]
 
@@ -279,12 +280,14 @@ class PartitionStore(Protocol):
         """
         ...
 
-    def scan(self) -> list[CommittedFile]:
-        """Every committed location in the store, sorted by key (for a restarted worker).
+    def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
+        """Every committed location in the store, sorted by key (for a restarted worker); or
+        only those of one app, or of one shuffle (``shuffle_id`` needs ``app_id``).
 
         Damaged or inconsistent files are skipped with a warning.
 
         Raises:
+            BadRequest: ``app_id`` or ``shuffle_id`` is invalid.
             Unavailable: the store is closed or a directory cannot be listed.
         """
         ...
@@ -335,6 +338,14 @@ def _check_app(app_id: str, shuffle_id: int | None) -> None:
     ids.app_id(app_id)
     if shuffle_id is not None:
         ids.int_id("shuffle_id", shuffle_id)
+
+
+def check_scope(app_id: str | None, shuffle_id: int | None) -> None:
+    """The arguments of ``scan``: nothing, an app, or an app and one of its shuffles."""
+    if app_id is not None:
+        _check_app(app_id, shuffle_id)
+    elif shuffle_id is not None:
+        raise BadRequest("a shuffle_id needs its app_id")
 
 
 def _matches(key: LocationKey, app_id: str, shuffle_id: int | None) -> bool:
@@ -477,10 +488,15 @@ class MemoryPartitionStore:
         check_range(key, offset, length, len(data))
         return data[offset : offset + length]
 
-    def scan(self) -> list[CommittedFile]:
+    def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
+        check_scope(app_id, shuffle_id)
         self._check_open()
         with self.backing.lock:
-            found = [entry[0] for entry in self.backing.files.values()]
+            found = [
+                entry[0]
+                for k, entry in self.backing.files.items()
+                if app_id is None or _matches(k, app_id, shuffle_id)
+            ]
         return sorted(found, key=lambda c: c.key)
 
     def remove(self, app_id: str, shuffle_id: int | None = None) -> int:

@@ -42,16 +42,20 @@ def fake() -> Iterator[FakeCluster]:
 HAVE_LOCAL = importlib.util.find_spec("croupier.services.local") is not None
 
 
-@pytest.fixture(params=["fake", "local"])
+@pytest.fixture(params=["fake", "local", "local-actor-per-location"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[HasMasterUrl]:
-    """Every end-to-end test runs against fake workers and against the real LocalCluster."""
+    """Every end-to-end test runs against fake workers and against the real LocalCluster, whose
+    workers shard their locations over a few actors (the default) or give each its own."""
     if request.param == "fake":
         with fake_cluster(workers=3) as fc:
             yield fc
         return
     if not HAVE_LOCAL:
         pytest.skip("croupier.services.local is not there yet")
+    from croupier.core.config import WorkerConfig
     from croupier.services.local import LocalCluster  # type: ignore[import-not-found,unused-ignore]
 
-    with LocalCluster(workers=3, base_dir=tmp_path) as lc:
+    per_location = request.param == "local-actor-per-location"
+    worker = WorkerConfig(heartbeat_interval=1.0, partition_actors=0 if per_location else 4)
+    with LocalCluster(workers=3, base_dir=tmp_path, worker_config=worker) as lc:
         yield lc

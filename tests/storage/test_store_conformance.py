@@ -381,7 +381,24 @@ def test_many_locations(backend: Backend, store: PartitionStore) -> None:
     assert [c.key for c in found] == sorted(keys)
     for k, data in zip(keys, expected, strict=True):
         assert read_all(again, k) == data
+    # a scan of one app, or one shuffle, finds exactly its files, with or without a full scan before
+    whole = again.scan("app-0", 1)
+    for _ in range(2):
+        assert [c.key for c in again.scan("app-1")] == sorted(k for k in keys if k.app_id == "app-1")
+        assert [c.key for c in again.scan("app-0", 2)] == sorted(
+            k for k in keys if k.app_id == "app-0" and k.shuffle_id == 2
+        )
+        assert again.scan("app-0", 7) == [] and again.scan("nobody") == []
+        assert again.scan("app-0", 1) == whole
+        again = backend.reopen(again)
     assert again.remove("app-0") == len(keys) // 2
+    assert again.scan("app-0") == []
+
+
+@pytest.mark.parametrize("scope", [("../x", None), ("a", -1), (None, 1), ("", None)])
+def test_a_scan_validates_its_scope(store: PartitionStore, scope: tuple[str | None, int | None]) -> None:
+    with pytest.raises(BadRequest):
+        store.scan(*scope)
 
 
 def test_locations_spread_over_disks(kind: str, tmp_path: Path) -> None:
