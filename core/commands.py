@@ -23,6 +23,7 @@ __all__ = [
     "ExcludeWorker",
     "ExpireApp",
     "GetLocations",
+    "GetLocationsBatch",
     "GetShuffle",
     "LoseWorker",
     "MapperEnd",
@@ -43,6 +44,7 @@ __all__ = [
 
 MAX_PARTITIONS = 1_000_000
 MAX_MAPPERS = 10_000_000
+MAX_PARTITIONS_PER_CALL = 10_000  # GetLocationsBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +291,24 @@ class GetLocations(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class GetLocationsBatch(Command):
+    """``GetLocations`` for several partitions of one shuffle in one call (readers of many)."""
+
+    TYPE = MsgType.GET_LOCATIONS_BATCH
+    WRITES = False
+    app_id: str
+    shuffle_id: int
+    partitions: tuple[int, ...]
+
+    def validate(self) -> None:
+        _shuffle(self)
+        if not 1 <= len(self.partitions) <= MAX_PARTITIONS_PER_CALL:
+            raise BadRequest(f"partitions lists 1 to {MAX_PARTITIONS_PER_CALL}, got {len(self.partitions)}")
+        for p in self.partitions:
+            int_id("partition", p)
+
+
+@dataclass(frozen=True, slots=True)
 class GetShuffle(Command):
     TYPE = MsgType.GET_SHUFFLE
     WRITES = False
@@ -348,6 +368,7 @@ COMMAND_TYPES: dict[int, type[Command]] = {
         MapperEnd,
         ReportCommit,
         GetLocations,
+        GetLocationsBatch,
         GetShuffle,
         UnregisterShuffle,
         Status,

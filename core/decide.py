@@ -23,6 +23,7 @@ from croupier.core.commands import (
     ExcludeWorker,
     ExpireApp,
     GetLocations,
+    GetLocationsBatch,
     GetShuffle,
     LoseWorker,
     MapperEnd,
@@ -93,6 +94,39 @@ def candidates(state: MasterState, avoid: frozenset[str] = frozenset()) -> list[
 
 def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Reply:
     """Every epoch of a partition with worker addresses, plus the winners and commit state."""
+    return {**_shuffle_read_state(info), **_partition_locations(state, info, partition)}
+
+
+def locations_batch_reply(state: MasterState, info: ShuffleInfo, partitions: tuple[int, ...]) -> Reply:
+    """``locations_reply`` for several partitions: the shared part once, then one entry each."""
+    failed = _failed_copies(info)
+    return {
+        **_shuffle_read_state(info),
+        "partitions": [_partition_locations(state, info, p, failed) for p in partitions],
+    }
+
+
+def _shuffle_read_state(info: ShuffleInfo) -> Reply:
+    return {
+        "app_id": info.app_id,
+        "shuffle_id": info.shuffle_id,
+        "num_mappers": info.num_mappers,
+        # winners[m] = winning attempt of map m, or -1 while it has not ended
+        "winners": [info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers)],
+        "committed": info.commit is not None,
+    }
+
+
+def _failed_copies(info: ShuffleInfo) -> dict[int, list[list[Any]]]:
+    failed: dict[int, list[list[Any]]] = {}
+    for p, e, w in info.commit.lost_copies if info.commit else ():
+        failed.setdefault(p, []).append([e, w])
+    return failed
+
+
+def _partition_locations(
+    state: MasterState, info: ShuffleInfo, partition: int, failed: dict[int, list[list[Any]]] | None = None
+) -> Reply:
     if not 0 <= partition < info.num_partitions:
         raise BadRequest(f"partition {partition} is out of range 0..{info.num_partitions - 1}")
 
@@ -104,19 +138,13 @@ def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Re
 
     commit = info.commit
     return {
-        "app_id": info.app_id,
-        "shuffle_id": info.shuffle_id,
         "partition": partition,
-        "num_mappers": info.num_mappers,
         "locations": [
             {"epoch": loc.epoch, "primary": addr(loc.primary), "replica": addr(loc.replica)}
             for loc in info.locations(partition)
         ],
-        # winners[m] = winning attempt of map m, or -1 while it has not ended
-        "winners": [info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers)],
-        "committed": commit is not None,
         "lost": commit is not None and partition in commit.lost_partitions,
-        "failed_copies": [[e, w] for p, e, w in (commit.lost_copies if commit else ()) if p == partition],
+        "failed_copies": (failed if failed is not None else _failed_copies(info)).get(partition, []),
     }
 
 
@@ -400,6 +428,13 @@ def _get_locations(state: MasterState, cmd: GetLocations, now: float, rng: rando
     return locations_reply(state, info, cmd.partition), []
 
 
+def _get_locations_batch(
+    state: MasterState, cmd: GetLocationsBatch, now: float, rng: random.Random
+) -> Decision:
+    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
+    return locations_batch_reply(state, info, cmd.partitions), []
+
+
 def _get_shuffle(state: MasterState, cmd: GetShuffle, now: float, rng: random.Random) -> Decision:
     return shuffle_reply(_shuffle(state, cmd.app_id, cmd.shuffle_id), state), []
 
@@ -442,6 +477,7 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
     MapperEnd: _mapper_end,
     ReportCommit: _report_commit,
     GetLocations: _get_locations,
+    GetLocationsBatch: _get_locations_batch,
     GetShuffle: _get_shuffle,
     UnregisterShuffle: _unregister_shuffle,
     Status: _status,

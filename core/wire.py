@@ -68,6 +68,7 @@ class MsgType(IntEnum):
     GET_LOCATIONS = 34
     UNREGISTER_SHUFFLE = 35
     GET_SHUFFLE = 36
+    GET_LOCATIONS_BATCH = 37
     STATUS = 40
     TAKE_OVER = 41
     # worker data plane (JSON body + raw payload frames, see core/dataplane.py)

@@ -27,11 +27,11 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from croupier._reader import Reader
+from croupier._reader import Reader, readers
 from croupier._routing import Routing
 from croupier._writer import Writer
 from croupier.core.commands import (
@@ -271,6 +271,24 @@ class Shuffle:
     def reader(self, partition: int, *, timeout: float | None = None) -> Reader:
         """An iterable over ``partition``'s records; it waits for the commit first."""
         return Reader(self, partition, timeout=timeout)
+
+    def readers(
+        self, partitions: Iterable[int], *, timeout: float | None = None, ahead: int = 2
+    ) -> Iterator[Reader]:
+        """A ``Reader`` for each of ``partitions``, in order: for a task that reads many.
+
+        Usage::
+
+            for reader in sh.readers(range(0, 640, 2)):
+                for record in reader:
+                    ...
+
+        The locations of all of them come in one master call (per 10,000), and the
+        ``ahead`` next readers start fetching while one is consumed, so that many small
+        partitions cost little more than a few large ones. Each reader waits for the
+        commit like ``reader`` and raises the same errors.
+        """
+        return readers(self, partitions, timeout=timeout, ahead=ahead)
 
     def summary(self) -> dict[str, Any]:
         """The master's current summary (committed, lost partitions, sizes...)."""

@@ -11,6 +11,11 @@ fetches in flight. A copy that cannot be reached, or that holds a malformed
 chunk or a bad digest, is abandoned for the other copy, which is read from its
 start (chunk boundaries differ between copies; batches already kept are not
 kept twice). ``UNKNOWN_SHUFFLE`` from a copy means nothing was pushed there.
+
+``readers(shuffle, partitions)`` reads many partitions in turn: one
+``GET_LOCATIONS_BATCH`` for up to 10,000 of them, and while one partition is
+consumed the next ones already have their first ``OPEN_STREAM`` and chunk on the
+way, so a small partition costs no round trip of its own.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records
 from croupier._routing import Location, WorkerAddress, location_from_reply
 from croupier.core.codec import to_json
-from croupier.core.commands import GetLocations
+from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
 from croupier.core.dataplane import PRIMARY, REPLICA, FetchChunk, OpenStream
 from croupier.core.errors import CroupierError, DataLostError, NotCommitted, RequestTimeout, UnknownShuffle
 from croupier.core.wire import MsgType
@@ -33,12 +39,13 @@ from croupier.transports.rpc import Reply
 if TYPE_CHECKING:
     from croupier._client import Shuffle
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "readers"]
 
 log = logging.getLogger(__name__)
 
 
 _Results = queue.SimpleQueue[tuple[int, "Reply | None", "CroupierError | None"]]
+_Box = queue.SimpleQueue[tuple["Reply | None", "CroupierError | None"]]
 
 
 class _CopyFailed(Exception):
@@ -69,7 +76,14 @@ class Reader:
             batches are missing; it names the partition and the workers.
     """
 
-    def __init__(self, shuffle: Shuffle, partition: int, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        shuffle: Shuffle,
+        partition: int,
+        *,
+        timeout: float | None = None,
+        _locations: dict[str, Any] | None = None,
+    ) -> None:
         if not 0 <= partition < shuffle.num_partitions:
             raise ValueError(f"partition {partition} is out of range 0..{shuffle.num_partitions - 1}")
         self.shuffle = shuffle
@@ -84,6 +98,11 @@ class Reader:
         self.locations: list[Location] = []
         self.stats: dict[str, int] = {"records": 0, "bytes": 0, "chunks": 0, "batches": 0, "switches": 0}
         self.selector: BatchSelector | None = None
+        self._reply = _locations  # a committed locations reply, from readers()
+        # the first copy's OPEN_STREAM and chunk 0, sent ahead by start()
+        self._ahead_of: tuple[int, str, str] | None = None
+        self._ahead_open: _Box | None = None
+        self._ahead_chunks: _Results | None = None
 
     def __iter__(self) -> Iterator[bytes]:
         if self._started:
@@ -97,7 +116,11 @@ class Reader:
 
     # -- the read path ------------------------------------------------------------------------
     def _records(self) -> Iterator[bytes]:
-        reply = self._wait_committed()
+        reply = self._reply
+        if reply is None:
+            sh = self.shuffle
+            reply = wait_committed(sh, GetLocations(sh.app_id, sh.shuffle_id, self.partition), self._timeout)
+        self._reply = None
         self.locations = [location_from_reply(e) for e in reply["locations"]]
         workers = sorted({w for loc in self.locations for w in loc.workers})
         context = f"shuffle {self.shuffle.app_id}/{self.shuffle.shuffle_id}"
@@ -109,29 +132,32 @@ class Reader:
             yield from self._read_location(location, failed, selector, context)
         selector.check(self.partition, workers, context)
 
-    def _wait_committed(self) -> dict[str, Any]:
-        sh = self.shuffle
-        command = GetLocations(sh.app_id, sh.shuffle_id, self.partition)
-        deadline = time.monotonic() + self._timeout
-        pause = 0.02
-        while True:
-            reply = sh.client._master.call(command)
-            if reply["committed"]:
-                return reply
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                ended = sum(1 for w in reply["winners"] if w >= 0)
-                raise NotCommitted(
-                    f"shuffle {sh.app_id}/{sh.shuffle_id} is not committed after {self._timeout:g} s "
-                    f"({ended} of {reply['num_mappers']} maps ended)",
-                    {"partition": self.partition, "maps_ended": ended},
-                )
-            time.sleep(min(pause, remaining))
-            pause = min(1.0, pause * 2)
+    def start(self) -> None:
+        """Send the first copy's ``OPEN_STREAM`` and chunk 0 now, before iteration (``readers``)."""
+        reply = self._reply
+        if reply is None or self._started or self._ahead_of is not None or reply.get("lost"):
+            return
+        failed = {(int(e), str(w)) for e, w in reply.get("failed_copies", [])}
+        for entry in reply["locations"]:
+            location = location_from_reply(entry)
+            copies, _ = self._copies(location, failed)
+            if copies:
+                role, address = copies[0]
+                if address.known:
+                    url, base, timeout = self._stream(location, role, address)
+                    self._ahead_chunks = queue.SimpleQueue()
+                    self._send(url, to_json(FetchChunk(*base, chunk=0)), 0, self._ahead_chunks)
+                    self._ahead_open = self._request_async(
+                        url, MsgType.OPEN_STREAM, to_json(OpenStream(*base)), timeout
+                    )
+                    self._ahead_of = (location.epoch, role, address.worker_id)
+            return
 
-    def _read_location(
-        self, location: Location, failed: set[tuple[int, str]], selector: BatchSelector, context: str
-    ) -> Iterator[bytes]:
+    @staticmethod
+    def _copies(
+        location: Location, failed: set[tuple[int, str]]
+    ) -> tuple[list[tuple[str, WorkerAddress]], list[str]]:
+        """The copies of ``location`` to try, in order, and why the others are not tried."""
         copies: list[tuple[str, WorkerAddress]] = []
         errors: list[str] = []
         for role, address in ((PRIMARY, location.primary), (REPLICA, location.replica)):
@@ -143,6 +169,12 @@ class Reader:
             copies.append((role, address))
         # a copy on a worker the master declared lost is tried last (it may still answer)
         copies.sort(key=lambda c: c[1].status == "lost")
+        return copies, errors
+
+    def _read_location(
+        self, location: Location, failed: set[tuple[int, str]], selector: BatchSelector, context: str
+    ) -> Iterator[bytes]:
+        copies, errors = self._copies(location, failed)
         not_committed = 0
         tried = list(copies)
         for i, (role, address) in enumerate(copies):
@@ -225,17 +257,21 @@ class Reader:
     ) -> Iterator[bytes]:
         if not address.known:
             raise _CopyFailed("the worker is no longer registered")
-        sh = self.shuffle
-        url = address.fetch_url
-        base = (sh.app_id, sh.shuffle_id, self.partition, location.epoch, role, address.incarnation)
-        timeout = self._lost_timeout if address.status == "lost" else self._fetch_timeout
+        url, base, timeout = self._stream(location, role, address)
         # Chunk 0 is asked for together with OPEN_STREAM rather than after it: one round
         # trip less per location, which is most of a small partition's cost. Its reply is
-        # dropped when the location turns out empty or cannot be opened.
-        results: _Results = queue.SimpleQueue()
-        self._send(url, to_json(FetchChunk(*base, chunk=0)), 0, results)
+        # dropped when the location turns out empty or cannot be opened. start() may have
+        # sent both already.
+        if self._ahead_of == (location.epoch, role, address.worker_id):
+            assert self._ahead_open is not None and self._ahead_chunks is not None
+            box, results = self._ahead_open, self._ahead_chunks
+        else:
+            results = queue.SimpleQueue()
+            self._send(url, to_json(FetchChunk(*base, chunk=0)), 0, results)
+            box = self._request_async(url, MsgType.OPEN_STREAM, to_json(OpenStream(*base)), timeout)
+        self._ahead_of = self._ahead_open = self._ahead_chunks = None
         try:
-            opened = self._request(url, MsgType.OPEN_STREAM, to_json(OpenStream(*base)), timeout)
+            opened = self._wait(url, box)
         except UnknownShuffle:
             return  # nothing was ever pushed to this location
         except NotCommitted as exc:
@@ -300,9 +336,21 @@ class Reader:
             url, int(MsgType.FETCH_CHUNK), body, [], callback, timeout=self._fetch_timeout
         )
 
-    def _request(self, url: str, msg_type: int, body: dict[str, Any], timeout: float) -> Reply:
-        box: queue.SimpleQueue[tuple[Reply | None, CroupierError | None]] = queue.SimpleQueue()
+    def _stream(
+        self, location: Location, role: str, address: WorkerAddress
+    ) -> tuple[str, tuple[str, int, int, int, str, str], float]:
+        """The fetch URL, the stream's ids and the reply timeout for one copy."""
+        sh = self.shuffle
+        base = (sh.app_id, sh.shuffle_id, self.partition, location.epoch, role, address.incarnation)
+        timeout = self._lost_timeout if address.status == "lost" else self._fetch_timeout
+        return address.fetch_url, base, timeout
+
+    def _request_async(self, url: str, msg_type: int, body: dict[str, Any], timeout: float) -> _Box:
+        box: _Box = queue.SimpleQueue()
         self.shuffle.client._send(url, msg_type, body, [], lambda r, e: box.put((r, e)), timeout=timeout)
+        return box
+
+    def _wait(self, url: str, box: _Box) -> Reply:
         try:
             reply, error = box.get(timeout=self._wait_reply)
         except queue.Empty:
@@ -311,3 +359,74 @@ class Reader:
             raise error
         assert reply is not None
         return reply
+
+
+def wait_committed(shuffle: Shuffle, command: Command, timeout: float) -> dict[str, Any]:
+    """Ask ``command`` (a locations call) until the shuffle is committed; its committed reply.
+
+    Raises:
+        NotCommitted: not committed within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    while True:
+        reply: dict[str, Any] = shuffle.client._master.call(command)
+        if reply["committed"]:
+            return reply
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            ended = sum(1 for w in reply["winners"] if w >= 0)
+            partition = getattr(command, "partition", None)
+            raise NotCommitted(
+                f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} is not committed after {timeout:g} s "
+                f"({ended} of {reply['num_mappers']} maps ended)",
+                {"partition": partition, "maps_ended": ended},
+            )
+        time.sleep(min(pause, remaining))
+        pause = min(1.0, pause * 2)
+
+
+def readers(
+    shuffle: Shuffle, partitions: Iterable[int], *, timeout: float | None = None, ahead: int = 2
+) -> Iterator[Reader]:
+    """A ``Reader`` for each of ``partitions``, in order, each reading ahead of its turn.
+
+    The locations come ``MAX_PARTITIONS_PER_CALL`` partitions per master call, once the
+    shuffle is committed. The ``ahead`` readers after the one handed out have sent their
+    first ``OPEN_STREAM`` and chunk request. A reader that is skipped (never iterated)
+    costs only those requests.
+    """
+    parts = list(partitions)
+    for p in parts:
+        if not 0 <= p < shuffle.num_partitions:
+            raise ValueError(f"partition {p} is out of range 0..{shuffle.num_partitions - 1}")
+    return _readers(shuffle, parts, timeout, ahead)
+
+
+def _readers(shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: int) -> Iterator[Reader]:
+    config = shuffle.client.config
+    wait = config.commit_wait_timeout if timeout is None else timeout
+    replies: deque[dict[str, Any]] = deque()
+    fetched = 0
+
+    def make(index: int) -> Reader:
+        nonlocal fetched
+        if not replies:
+            batch = tuple(parts[fetched : fetched + MAX_PARTITIONS_PER_CALL])
+            fetched += len(batch)
+            reply = wait_committed(
+                shuffle, GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, batch), wait
+            )
+            shared = {k: v for k, v in reply.items() if k != "partitions"}
+            replies.extend({**shared, **entry} for entry in reply["partitions"])
+        reader = Reader(shuffle, parts[index], timeout=timeout, _locations=replies.popleft())
+        reader.start()
+        return reader
+
+    window: deque[Reader] = deque()
+    made = 0
+    for _ in range(len(parts)):
+        while made < len(parts) and len(window) <= max(0, ahead):
+            window.append(make(made))
+            made += 1
+        yield window.popleft()

@@ -97,9 +97,10 @@ def reduce_task(
     nbytes = 0
     with croupier.connect(url) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
-        for p in parts:
+        for reader in sh.readers(parts):
+            p = reader.partition
             seen: set[tuple[int, int]] = set()
-            for record in sh.reader(p):
+            for record in reader:
                 m, seq, rp, length, offset = _RECORD.unpack_from(record)
                 if rp != p or m >= mappers or len(record) != _RECORD.size + length:
                     errors.append(f"partition {p}: record of map {m} seq {seq} is malformed or misplaced")

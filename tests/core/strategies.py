@@ -74,6 +74,12 @@ commands: st.SearchStrategy[c.Command] = st.one_of(
         total_bytes=st.integers(0, 10**9),
     ),
     st.builds(c.GetLocations, app_id=app_ids, shuffle_id=shuffle_ids, partition=st.integers(0, 20)),
+    st.builds(
+        c.GetLocationsBatch,
+        app_id=app_ids,
+        shuffle_id=shuffle_ids,
+        partitions=st.lists(st.integers(0, 20), min_size=1, max_size=5).map(tuple),
+    ),
     st.builds(c.UnregisterShuffle, app_id=app_ids, shuffle_id=shuffle_ids),
     st.builds(c.Status),
     st.builds(c.TakeOver, term=st.integers(0, 5), leader=st.just("tcp://127.0.0.1:9097")),

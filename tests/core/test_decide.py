@@ -169,6 +169,35 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
     assert len([e for e in master.log if isinstance(e, ShuffleCommitted)]) == 1
 
 
+def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_once(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 2, 5))
+    master(c.MapperEnd("app1", 0, 0, 1, 5))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    master(c.RevivePartition("app1", 0, 3, epoch=0, failed_workers=(str(info.current(3).primary),)))
+    parts = (4, 3, 0, 3)
+    for committed in (False, True):
+        batch = master(c.GetLocationsBatch("app1", 0, parts))
+        entries = batch.pop("partitions")
+        assert isinstance(entries, list) and [e["partition"] for e in entries] == list(parts)
+        for entry in entries:
+            single = master(c.GetLocations("app1", 0, entry["partition"]))
+            assert {**batch, **entry} == single
+        assert batch["committed"] is committed and batch["winners"] == ([1, 0] if committed else [1, -1])
+        if not committed:
+            master(c.MapperEnd("app1", 0, 1, 0, 5))
+            p3 = info.current(3).primary
+            master(c.ReportCommit("app1", 0, failed_copies=((3, 1, p3),)))
+    assert master(c.GetLocationsBatch("app1", 0, (3,)))["partitions"][0]["failed_copies"] == [[1, p3]]  # type: ignore[index]
+    for bad in ((), (5,), (-1,), tuple(range(c.MAX_PARTITIONS_PER_CALL + 1))):
+        with pytest.raises(BadRequest):
+            cmd = c.GetLocationsBatch("app1", 0, bad)
+            cmd.validate()
+            master(cmd)
+    with pytest.raises(UnknownShuffle):
+        master(c.GetLocationsBatch("app1", 7, (0,)))
+
+
 def test_unregister_and_expiry_release_slots(master: Master) -> None:
     master(c.RegisterShuffle("app1", 1, 6))
     master(c.RegisterShuffle("app1", 1, 6))

@@ -179,3 +179,64 @@ def test_a_64_mib_record(cluster: HasMasterUrl, config: ClientConfig) -> None:
         (got,) = list(sh.reader(0))
         assert got == huge
         app.unregister()
+
+
+def test_readers_read_many_partitions_with_one_locations_call(
+    cluster: HasMasterUrl, config: ClientConfig
+) -> None:
+    with croupier.connect(cluster.master_url, config=config) as client:
+        app = client.register_app("many")
+        sh = app.register_shuffle(num_mappers=3, num_partitions=40)
+        expected: dict[int, Counter[bytes]] = {p: Counter() for p in range(40)}
+        for m in range(3):
+            with sh.writer(m) as w:
+                for i in range(400):
+                    p = (i * 11 + m) % 40
+                    if p % 9 == 4:
+                        continue  # some partitions stay empty
+                    w.write(p, rec(m, p, i))
+                    expected[p][rec(m, p, i)] += 1
+        assert Counter(sh.reader(0)) == expected[0]  # committed from here on
+        calls: Counter[str] = Counter()
+        master_call = client._master.call
+
+        def counting(command: object) -> object:
+            calls[type(command).__name__] += 1
+            return master_call(command)  # type: ignore[arg-type]
+
+        client._master.call = counting  # type: ignore[method-assign]
+        seen = []
+        for reader in sh.readers(range(40)):
+            seen.append(reader.partition)
+            assert Counter(reader) == expected[reader.partition], reader.partition
+        assert seen == list(range(40))
+        # one locations call, no per-partition call (AppHeartbeat may tick meanwhile)
+        assert calls["GetLocationsBatch"] == 1 and calls["GetLocations"] == 0
+        client._master.call = master_call  # type: ignore[method-assign]
+        # any order, repeats, no read-ahead or a deep one; readers left unread are harmless
+        order = [39, 4, 0, 17, 17, 13, 5]
+        for ahead in (0, 1, 10):
+            got = {}
+            for reader in sh.readers(order, ahead=ahead):
+                if reader.partition == 0:
+                    continue
+                got[reader.partition] = Counter(reader)
+            assert got == {p: expected[p] for p in order if p != 0}
+        assert list(sh.readers([])) == []
+        with pytest.raises(ValueError, match="out of range"):
+            sh.readers([3, 40])
+        app.unregister()
+
+
+def test_readers_wait_for_the_commit_then_time_out(cluster: HasMasterUrl, config: ClientConfig) -> None:
+    with croupier.connect(cluster.master_url, config=config) as client:
+        app = client.register_app("waiting-many")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=3)
+        with sh.writer(0) as w:
+            w.write(0, b"x")
+        with pytest.raises(NotCommitted, match="1 of 2 maps ended"):
+            next(iter(sh.readers(range(3), timeout=0.3)))
+        with sh.writer(1) as w:
+            w.write(2, b"y")
+        assert [list(r) for r in sh.readers(range(3))] == [[b"x"], [], [b"y"]]
+        app.unregister()

@@ -182,3 +182,39 @@ def test_unregister_stops_heartbeats_and_forgets_the_app(fake: FakeCluster, conf
         app.unregister()
         app.unregister()  # idempotent
         assert [a["app_id"] for a in client.status()["apps"]] == []
+
+
+def read_all_at_once(sh: Shuffle) -> Counter[bytes]:
+    got: Counter[bytes] = Counter()
+    for reader in sh.readers(range(sh.num_partitions)):
+        got.update(reader)
+    return got
+
+
+def test_readers_read_ahead_and_still_fall_back_to_the_other_copy(
+    fake: FakeCluster, config: ClientConfig
+) -> None:
+    cfg = dataclasses.replace(config, fetch_timeout=1.0)
+    with croupier.connect(fake.master_url, config=cfg) as client:
+        sh = client.register_app("ahead-corrupt").register_shuffle(2, 6)
+        written = write_all(sh, 2, 300)
+        victim = pair_of(sh, 0)[0]
+        fake.worker(victim).corrupt = True  # the copies read ahead from it are bad
+        assert read_all_at_once(sh) == written
+        fake.worker(victim).corrupt = False
+        fake.worker(victim).crash()  # now they do not answer at all
+        assert read_all_at_once(sh) == written
+
+
+def test_readers_raise_data_lost_for_the_partition_that_lost_both_copies(
+    fake: FakeCluster, config: ClientConfig
+) -> None:
+    with croupier.connect(fake.master_url, config=config) as client:
+        sh = client.register_app("ahead-lost").register_shuffle(1, 3)
+        write_all(sh, 1, 60)
+        for worker in fake.workers:
+            worker.corrupt = True
+        it = sh.readers(range(3))
+        with pytest.raises(DataLostError) as info:
+            list(next(it))
+        assert info.value.partitions == [0]
