@@ -24,7 +24,7 @@ from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.store import LocationKey, PartitionFile
 from croupier.transports.limiter import MemoryLimiter
 
-__all__ = ["FlushDone", "FlushJob", "FlusherActor"]
+__all__ = ["FlushBatch", "FlushDone", "FlushJob", "FlusherActor"]
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,17 @@ class FlushJob:
 
 
 @dataclass(frozen=True, slots=True)
+class FlushBatch:
+    """Jobs handed over together (one message, one thread hand-off); written in order."""
+
+    jobs: list[FlushJob]
+
+
+@dataclass(frozen=True, slots=True)
 class FlushDone:
-    key: LocationKey
-    error: CroupierError | None
+    """The jobs of one owner that a ``FlushBatch`` completed: (location, error or None) each."""
+
+    done: list[tuple[LocationKey, CroupierError | None]]
 
 
 class FlusherActor(pykka.ThreadingActor):
@@ -54,24 +62,33 @@ class FlusherActor(pykka.ThreadingActor):
         self.bytes_written = 0
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, FlushJob):
-            started = time.perf_counter()
-            error: CroupierError | None = None
-            try:
-                message.file.write(message.pieces)
-                self.bytes_written += message.nbytes
-            except CroupierError as exc:
-                error = exc
-            except OSError as exc:
-                error = Unavailable(f"flush of {message.file.key.name} failed: {exc}")
-            if error is not None:
-                log.error("disk %d: %s", self.disk, error)
-            self.busy_seconds += time.perf_counter() - started
-            self._limiter.release(message.nbytes)
-            with contextlib.suppress(pykka.ActorDeadError):  # its owner stopped: nobody waits
-                message.owner.tell(FlushDone(message.file.key, error))
+        if isinstance(message, FlushJob | FlushBatch):
+            jobs = message.jobs if isinstance(message, FlushBatch) else [message]
+            done: dict[int, tuple[pykka.ActorRef[Any], list[tuple[LocationKey, CroupierError | None]]]] = {}
+            for job in jobs:
+                error = self._write(job)
+                done.setdefault(id(job.owner), (job.owner, []))[1].append((job.file.key, error))
+            for owner, results in done.values():
+                with contextlib.suppress(pykka.ActorDeadError):  # its owner stopped: nobody waits
+                    owner.tell(FlushDone(results))
             return None
         if message == "stats":
             return {"disk": self.disk, "busy_seconds": self.busy_seconds, "bytes_written": self.bytes_written}
         log.warning("flusher ignored %r", message)
         return None
+
+    def _write(self, job: FlushJob) -> CroupierError | None:
+        started = time.perf_counter()
+        error: CroupierError | None = None
+        try:
+            job.file.write(job.pieces)
+            self.bytes_written += job.nbytes
+        except CroupierError as exc:
+            error = exc
+        except OSError as exc:
+            error = Unavailable(f"flush of {job.file.key.name} failed: {exc}")
+        if error is not None:
+            log.error("disk %d: %s", self.disk, error)
+        self.busy_seconds += time.perf_counter() - started
+        self._limiter.release(job.nbytes)
+        return error

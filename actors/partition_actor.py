@@ -33,7 +33,7 @@ from typing import Any
 
 import pykka
 
-from croupier.actors.flusher import FlushDone, FlushJob
+from croupier.actors.flusher import FlushBatch, FlushDone, FlushJob
 from croupier.core.batch import BATCH_HEADER, BatchHeader
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
@@ -142,14 +142,16 @@ class PartitionActor(pykka.ThreadingActor):
         self._flush_bytes = flush_bytes
         self._chunk_size = chunk_size
         self._locations: dict[LocationKey, _Location] = {}
+        self._outgoing: dict[int, list[FlushJob]] = {}  # flusher -> jobs, sent when a message is done
 
     def on_receive(self, message: Any) -> Any:
         match message:
             case Append(groups):
                 for key, batches, nbytes in groups:
                     self._append(key, batches, nbytes)
-            case FlushDone(key, error):
-                self._flush_done(key, error)
+            case FlushDone(done):
+                for key, error in done:
+                    self._flush_done(key, error)
             case Commit(keys, reply):
                 for key in keys:
                     self._commit(key, reply)
@@ -157,6 +159,10 @@ class PartitionActor(pykka.ThreadingActor):
                 self._drop(keys)
             case _:
                 log.warning("PartitionActor ignored %r", message)
+        # the flushes one message started go to each flusher together
+        for flusher, jobs in self._outgoing.items():
+            self._flushers[flusher].tell(FlushBatch(jobs) if len(jobs) > 1 else jobs[0])
+        self._outgoing.clear()
         return None
 
     def on_stop(self) -> None:
@@ -195,7 +201,7 @@ class PartitionActor(pykka.ThreadingActor):
         job = FlushJob(loc.file, loc.pending, loc.pending_bytes, self.actor_ref)
         loc.in_flight += 1
         loc.pending, loc.pending_bytes = [], 0
-        self._flushers[loc.file.disk % len(self._flushers)].tell(job)
+        self._outgoing.setdefault(loc.file.disk % len(self._flushers), []).append(job)
 
     def _flush_done(self, key: LocationKey, error: CroupierError | None) -> None:
         loc = self._locations.get(key)

@@ -95,6 +95,9 @@ class AsyncRpcClient:
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._wake_lock = threading.Lock()
+        # True from a sender's wake until the thread next drains the outbox: later senders
+        # skip the pipe write (the thread clears it *before* draining, so none is missed)
+        self._wake_due = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._stopping = False
         self._peers: dict[str, _Peer] = {}
@@ -146,7 +149,9 @@ class AsyncRpcClient:
             *payloads,
         ]
         self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
-        self._wake()
+        if not self._wake_due:
+            self._wake_due = True
+            self._wake()
 
     def in_flight(self) -> int:
         return len(self._pending)
@@ -219,6 +224,7 @@ class AsyncRpcClient:
                     with contextlib.suppress(BlockingIOError):
                         while os.read(self._wake_r, 4096):
                             pass
+                self._wake_due = False  # before the drain: a send after this point wakes us again
                 self._send_queued()
                 for url, peer in list(self._peers.items()):
                     if peer.sock in events:
