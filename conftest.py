@@ -35,7 +35,17 @@ def _children() -> set[int]:
                 kids.update(int(pid) for pid in fh.read().split())
         except OSError:
             continue
-    return kids
+    # multiprocessing's resource tracker starts with the first process pool and lives as long
+    # as this interpreter (it exits with it): it is not a test's leak
+    return {pid for pid in kids if not _is_resource_tracker(pid)}
+
+
+def _is_resource_tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"multiprocessing.resource_tracker" in fh.read()
+    except OSError:
+        return False
 
 
 def _threads() -> set[threading.Thread]:

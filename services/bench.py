@@ -7,6 +7,10 @@ Scenarios:
 - ``ceiling``: ``../shared/bench/ceiling.py`` (a bare push/replicate/flush/fetch
   pipeline with no service logic) on the same bytes; ``raw`` is reported as a ratio of it.
 - ``scale``: the same bytes at 64, 256 and 640 partitions.
+- ``actors``: 640 partitions with the workers' locations sharded over a few
+  ``PartitionActor``s (the default) and with one actor per location (DESIGN §11).
+- ``reads``: 640 partitions, reducers using ``Shuffle.readers`` (the default) and
+  opening one ``Shuffle.reader`` per partition.
 - ``control``: MAPPER_END commands per second at the master, with the embedded file
   log and (with ``--ha``) with a ZooKeeper-replicated log: client processes each
   keep one command in flight, so the rate shows what group commit buys.
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from croupier.core import commands as c
+from croupier.core.config import WorkerConfig
 
 __all__ = ["control_rate", "main_bench"]
 
@@ -197,6 +202,29 @@ def data_scenarios(
                 plan.append(
                     (f"scale/{parts}", lambda p=parts: run_demo(size, mappers, p, workers, progress=False))
                 )
+        if "actors" in scenarios:
+            # DESIGN §11: a few actors owning shards of locations, against one actor per location
+            for name, shards in (("sharded", WorkerConfig().partition_actors), ("per-location", 0)):
+                config = WorkerConfig(heartbeat_interval=1.0, partition_actors=shards)
+                plan.append(
+                    (
+                        f"actors/{name}/640",
+                        lambda c=config: run_demo(
+                            size, mappers, 640, workers, progress=False, worker_config=c
+                        ),
+                    )
+                )
+        if "reads" in scenarios:
+            # reducers of many partitions: Shuffle.readers against one Shuffle.reader per partition
+            for name, batched in (("readers", True), ("reader-each", False)):
+                plan.append(
+                    (
+                        f"reads/{name}/640",
+                        lambda b=batched: run_demo(
+                            size, mappers, 640, workers, progress=False, batched_reads=b
+                        ),
+                    )
+                )
         if "ceiling" in scenarios:
             plan.append(("ceiling", lambda: _ceiling(size)))
         for name, fn in plan:
@@ -223,6 +251,14 @@ def data_scenarios(
         ratios["replication_cost"] = round(med["raw/replicated/seconds"] / med["raw/unreplicated/seconds"], 3)
     if "scale/640/seconds" in med and "scale/64/seconds" in med:
         ratios["scale_640_to_64"] = round(med["scale/640/seconds"] / med["scale/64/seconds"], 3)
+    if "actors/sharded/640/seconds" in med and "actors/per-location/640/seconds" in med:
+        ratios["actors_sharded_to_per_location_640"] = round(
+            med["actors/sharded/640/seconds"] / med["actors/per-location/640/seconds"], 3
+        )
+    if "reads/readers/640/seconds" in med and "reads/reader-each/640/seconds" in med:
+        ratios["reads_readers_to_reader_each_640"] = round(
+            med["reads/readers/640/seconds"] / med["reads/reader-each/640/seconds"], 3
+        )
     results["ratios"] = ratios
     if failures:
         results["failures"] = failures
@@ -241,13 +277,13 @@ def main_bench(
     mappers: int = 8,
     workers: int = 3,
 ) -> int:
-    known = {"control", "raw", "ceiling", "scale", "dask"}
+    known = {"control", "raw", "ceiling", "scale", "dask", "actors", "reads"}
     unknown = [s for s in scenarios if s not in known]
     if unknown:
         print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(known)})")
         return 2
     results: dict[str, Any] = {}
-    data = [s for s in scenarios if s in ("raw", "ceiling", "scale")]
+    data = [s for s in scenarios if s in ("raw", "ceiling", "scale", "actors", "reads")]
     if data:
         results.update(data_scenarios(data, size=size, runs=runs, mappers=mappers, workers=workers))
         for key, r in results.items():

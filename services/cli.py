@@ -266,7 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("bench", help="benchmarks, side by side in one run")
-    b.add_argument("--scenarios", default="raw,ceiling,scale,control", help="comma-separated")
+    b.add_argument(
+        "--scenarios",
+        default="raw,ceiling,scale,control",
+        help="comma-separated: raw, ceiling, scale, dask, control, actors, reads",
+    )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)
     b.add_argument("--workers", type=int, default=3)

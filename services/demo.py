@@ -27,6 +27,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
+from croupier.core.config import WorkerConfig
+
 __all__ = ["DemoResult", "run_demo"]
 
 _RECORD = struct.Struct("<IIIII")
@@ -85,9 +87,16 @@ def map_task(
 
 
 def reduce_task(
-    url: str, app_id: str, shuffle_id: int, parts: list[int], mappers: int, partitions: int
+    url: str,
+    app_id: str,
+    shuffle_id: int,
+    parts: list[int],
+    mappers: int,
+    partitions: int,
+    batched: bool = True,
 ) -> dict[str, Any]:
-    """Read and check partitions; returns per-map counts and any errors."""
+    """Read and check partitions (with ``Shuffle.readers``, or one ``reader`` each when not
+    ``batched``); returns per-map counts and any errors."""
     import croupier
 
     pools: dict[int, bytes] = {}
@@ -97,7 +106,7 @@ def reduce_task(
     nbytes = 0
     with croupier.connect(url) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
-        for reader in sh.readers(parts):
+        for reader in sh.readers(parts) if batched else (sh.reader(p) for p in parts):
             p = reader.partition
             seen: set[tuple[int, int]] = set()
             for record in reader:
@@ -173,11 +182,15 @@ def run_demo(
     progress: bool = True,
     replicate: bool = True,
     push_buffer: int = 0,
+    worker_config: WorkerConfig | None = None,
+    batched_reads: bool = True,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
     The clock starts at the first push (after every process has started) and stops
-    when the last record is verified.
+    when the last record is verified. ``worker_config`` overrides the workers'
+    settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
+    instead of using ``Shuffle.readers``.
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -188,7 +201,11 @@ def run_demo(
     expected: list[int] = []
     for m in range(mappers):
         expected.append(sum(1 for _ in _record_plan(m, budget)))
-    with LocalCluster(workers, processes=True) as cluster, croupier.connect(cluster.master_url) as client:
+    config = worker_config or WorkerConfig(heartbeat_interval=1.0)
+    with (
+        LocalCluster(workers, processes=True, worker_config=config) as cluster,
+        croupier.connect(cluster.master_url) as client,
+    ):
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         bar = _Bar(progress, size)
@@ -218,7 +235,14 @@ def run_demo(
             paused = time.perf_counter()
             reads = [
                 rpool.submit(
-                    reduce_task, cluster.master_url, sh.app_id, sh.shuffle_id, parts, mappers, partitions
+                    reduce_task,
+                    cluster.master_url,
+                    sh.app_id,
+                    sh.shuffle_id,
+                    parts,
+                    mappers,
+                    partitions,
+                    batched_reads,
                 )
                 for parts in chunks
                 if parts

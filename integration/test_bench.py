@@ -1,0 +1,49 @@
+"""``croupier bench`` end to end at a tiny size: every data scenario verifies its shuffle."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from croupier.services.bench import main_bench
+
+pytestmark = pytest.mark.integration
+
+
+def test_bench_data_scenarios_verify_and_report_their_ratios(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_bench(
+        ["raw", "actors", "reads"],
+        ha=False,
+        runs=1,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=4 * 1024**2,
+        mappers=2,
+        workers=3,
+    )
+    out = capsys.readouterr().out
+    results = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, results.get("failures")
+    assert "failures" not in results
+    for name in (
+        "raw/replicated",
+        "raw/unreplicated",
+        "actors/sharded/640",
+        "actors/per-location/640",
+        "reads/readers/640",
+        "reads/reader-each/640",
+    ):
+        assert results[name]["runs"] == 1 and results[name]["mb_per_s"]["median"] > 0, name
+    assert set(results["ratios"]) == {
+        "replication_cost",
+        "actors_sharded_to_per_location_640",
+        "reads_readers_to_reader_each_640",
+    }
+    assert "actors/sharded/640" in out  # the table is printed too
+
+
+def test_bench_rejects_unknown_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_bench(["raw", "nope"], ha=False, runs=1, commands=0, clients=1, as_json=False) == 2
+    assert "nope" in capsys.readouterr().out
