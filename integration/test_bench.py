@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,9 @@ def test_bench_data_scenarios_verify_and_report_their_ratios(capsys: pytest.Capt
         size=4 * 1024**2,
         mappers=2,
         workers=3,
+        partitions=16,
+        push_buffer=16 * 1024,
+        plot="unused.png",
     )
     out = capsys.readouterr().out
     results = json.loads(out.strip().splitlines()[-1])
@@ -42,6 +46,28 @@ def test_bench_data_scenarios_verify_and_report_their_ratios(capsys: pytest.Capt
         "reads_readers_to_reader_each_640",
     }
     assert "actors/sharded/640" in out  # the table is printed too
+    assert results["plot"] == "skipped: the scale scenario did not run"
+
+
+def test_bench_scale_curve_is_plotted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "scale.png"
+    code = main_bench(
+        ["scale"],
+        ha=False,
+        runs=1,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=2 * 1024**2,
+        mappers=2,
+        plot=str(png),
+    )
+    results = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0, results.get("failures")
+    assert [k for k in results if k.startswith("scale/")] == ["scale/64", "scale/256", "scale/640"]
+    assert "scale_640_to_64" in results["ratios"]
+    assert results["plot"] == f"wrote {png}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_rejects_unknown_scenarios(capsys: pytest.CaptureFixture[str]) -> None:

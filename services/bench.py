@@ -174,9 +174,21 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def data_scenarios(
-    scenarios: list[str], *, size: int, runs: int, mappers: int, workers: int
+    scenarios: list[str],
+    *,
+    size: int,
+    runs: int,
+    mappers: int,
+    workers: int,
+    partitions: int = 64,
+    push_buffer: int = 0,
+    plot: str | None = None,
 ) -> dict[str, Any]:
-    """raw, ceiling and scale, interleaved run by run."""
+    """raw, ceiling, scale, actors and reads, interleaved run by run.
+
+    ``partitions`` and ``push_buffer`` (the client's batch size, 0 = its default) apply
+    to ``raw``; ``plot`` names a PNG file for the scale curve (needs matplotlib).
+    """
     from croupier.services.demo import run_demo
 
     results: dict[str, Any] = {}
@@ -189,12 +201,27 @@ def data_scenarios(
     for _ in range(runs):
         plan: list[tuple[str, Any]] = []
         if "raw" in scenarios or "ceiling" in scenarios:
-            plan.append(("raw/replicated", lambda: run_demo(size, mappers, 64, workers, progress=False)))
+            plan.append(
+                (
+                    "raw/replicated",
+                    lambda: run_demo(
+                        size, mappers, partitions, workers, progress=False, push_buffer=push_buffer
+                    ),
+                )
+            )
         if "raw" in scenarios:
             plan.append(
                 (
                     "raw/unreplicated",
-                    lambda: run_demo(size, mappers, 64, workers, progress=False, replicate=False),
+                    lambda: run_demo(
+                        size,
+                        mappers,
+                        partitions,
+                        workers,
+                        progress=False,
+                        replicate=False,
+                        push_buffer=push_buffer,
+                    ),
                 )
             )
         if "scale" in scenarios:
@@ -262,7 +289,43 @@ def data_scenarios(
     results["ratios"] = ratios
     if failures:
         results["failures"] = failures
+    if plot is not None:
+        results["plot"] = _plot_scale(results, plot, size)
     return results
+
+
+def _plot_scale(results: dict[str, Any], path: str, size: int) -> str:
+    """Write the scale curve (MB/s by partitions, median with min-max) to ``path``; what was done."""
+    points = sorted(
+        (int(name.split("/")[1]), r["mb_per_s"])
+        for name, r in results.items()
+        if name.startswith("scale/") and isinstance(r, dict)
+    )
+    if not points:
+        return "skipped: the scale scenario did not run"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "skipped: matplotlib is not installed (pip install 'croupier[plot]')"
+    xs = [p for p, _ in points]
+    med = [m["median"] for _, m in points]
+    err = [[m["median"] - m["min"] for _, m in points], [m["max"] - m["median"] for _, m in points]]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(xs, med, yerr=err, marker="o", capsize=4)
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("partitions")
+    ax.set_ylabel("MB/s, end to end (median, min-max)")
+    ax.set_title(f"croupier bench scale: {size / 2**20:.0f} MiB, same bytes")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"wrote {path}"
 
 
 def main_bench(
@@ -276,6 +339,9 @@ def main_bench(
     size: int = 256 * 1024**2,
     mappers: int = 8,
     workers: int = 3,
+    partitions: int = 64,
+    push_buffer: int = 0,
+    plot: str | None = None,
 ) -> int:
     known = {"control", "raw", "ceiling", "scale", "dask", "actors", "reads"}
     unknown = [s for s in scenarios if s not in known]
@@ -285,7 +351,18 @@ def main_bench(
     results: dict[str, Any] = {}
     data = [s for s in scenarios if s in ("raw", "ceiling", "scale", "actors", "reads")]
     if data:
-        results.update(data_scenarios(data, size=size, runs=runs, mappers=mappers, workers=workers))
+        results.update(
+            data_scenarios(
+                data,
+                size=size,
+                runs=runs,
+                mappers=mappers,
+                workers=workers,
+                partitions=partitions,
+                push_buffer=push_buffer,
+                plot=plot,
+            )
+        )
         for key, r in results.items():
             if isinstance(r, dict) and "mb_per_s" in r:
                 m = r["mb_per_s"]
@@ -300,6 +377,8 @@ def main_bench(
                 print(f"{key:20s} {r}")
         for key, v in results.get("ratios", {}).items():
             print(f"{key:28s} {v}")
+        if "plot" in results:
+            print(f"plot: {results['plot']}")
     if "dask" in scenarios:
         from croupier.services.bench_dask import dask_scenario
 

@@ -198,6 +198,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         size=parse_size(args.size),
         mappers=args.mappers,
         workers=args.workers,
+        partitions=args.partitions,
+        push_buffer=parse_size(args.batch_size),
+        plot=args.plot,
     )
 
 
@@ -274,6 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)
     b.add_argument("--workers", type=int, default=3)
+    b.add_argument("--partitions", type=int, default=64, help="partitions of the raw scenario")
+    b.add_argument("--batch-size", default="0", help="client push buffer for raw (0 = the default 64KiB)")
+    b.add_argument("--plot", metavar="PNG", help="write the scale curve to this PNG file (needs matplotlib)")
     b.add_argument("--ha", action="store_true", help="also measure with a local ZooKeeper")
     b.add_argument("--runs", type=int, default=3)
     b.add_argument("--commands", type=int, default=20_000)
