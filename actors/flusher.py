@@ -24,7 +24,7 @@ from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.store import LocationKey, PartitionFile
 from croupier.transports.limiter import MemoryLimiter
 
-__all__ = ["FlushBatch", "FlushDone", "FlushJob", "FlusherActor"]
+__all__ = ["FlushBatch", "FlushDone", "FlushJob", "FlushStats", "FlusherActor"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,14 @@ class FlushJob:
     pieces: list[bytes | memoryview]
     nbytes: int
     owner: pykka.ActorRef[Any]
+
+
+@dataclass(slots=True)
+class FlushStats:
+    """What a flusher has done so far: written by its thread, read by anyone (heartbeats)."""
+
+    busy_seconds: float = 0.0
+    bytes_written: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +60,14 @@ class FlushDone:
 
 
 class FlusherActor(pykka.ThreadingActor):
-    """Sequential writer for one disk. ``busy_seconds`` feeds the worker's disk-utilisation figure."""
+    """Sequential writer for one disk. Its ``stats`` feed the worker's disk-utilisation figure
+    where the disk's own counters cannot be read."""
 
-    def __init__(self, disk: int, limiter: MemoryLimiter) -> None:
+    def __init__(self, disk: int, limiter: MemoryLimiter, stats: FlushStats | None = None) -> None:
         super().__init__()
         self.disk = disk
         self._limiter = limiter
-        self.busy_seconds = 0.0
-        self.bytes_written = 0
+        self.stats = stats if stats is not None else FlushStats()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, FlushJob | FlushBatch):
@@ -73,7 +81,11 @@ class FlusherActor(pykka.ThreadingActor):
                     owner.tell(FlushDone(results))
             return None
         if message == "stats":
-            return {"disk": self.disk, "busy_seconds": self.busy_seconds, "bytes_written": self.bytes_written}
+            return {
+                "disk": self.disk,
+                "busy_seconds": self.stats.busy_seconds,
+                "bytes_written": self.stats.bytes_written,
+            }
         log.warning("flusher ignored %r", message)
         return None
 
@@ -82,13 +94,13 @@ class FlusherActor(pykka.ThreadingActor):
         error: CroupierError | None = None
         try:
             job.file.write(job.pieces)
-            self.bytes_written += job.nbytes
+            self.stats.bytes_written += job.nbytes
         except CroupierError as exc:
             error = exc
         except OSError as exc:
             error = Unavailable(f"flush of {job.file.key.name} failed: {exc}")
         if error is not None:
             log.error("disk %d: %s", self.disk, error)
-        self.busy_seconds += time.perf_counter() - started
+        self.stats.busy_seconds += time.perf_counter() - started
         self._limiter.release(job.nbytes)
         return error

@@ -257,3 +257,32 @@ def test_a_reader_follows_a_worker_that_restarted_after_the_locations_were_read(
             reader._wait_committed = lambda p=p: stale[p]  # type: ignore[method-assign]
             got = list(reader)
             assert sorted(got) == sorted(expected[p])
+
+
+def test_workers_heartbeat_their_measured_load_and_the_master_keeps_it(tmp_path: Path) -> None:
+    with LocalCluster(
+        2,
+        tmp_path / "load",
+        worker_config=WorkerConfig(heartbeat_interval=0.2),
+        master_config=MasterConfig(worker_timeout=30.0, takeover_grace=1.0),
+    ) as cl:
+        with croupier.connect(cl.master_url) as client:
+            app = client.register_app("load")
+            sh = app.register_shuffle(num_mappers=1, num_partitions=4)
+            with sh.writer(0) as w:
+                for i in range(2_000):
+                    w.write(i % 4, os.urandom(2_000))
+            assert sum(len(list(sh.reader(p))) for p in range(4)) == 2_000
+            app.unregister()
+        assert cl.master is not None
+        pause = threading.Event()
+        for _ in range(100):  # until both workers have heartbeated since they started
+            loads = cl.master.describe()["worker_load"]
+            if len(loads) == 2:
+                break
+            pause.wait(0.1)
+        assert set(loads) == {w.worker_id for w in cl.workers}
+        assert all(0.0 <= score <= 1.0 for score in loads.values())
+        for worker in cl.workers:  # what each sent last, also in WORKER_INFO
+            info = worker.info()
+            assert 0.0 <= info["disk_util"] <= 1.0 and 0.0 <= info["io_wait"] <= 1.0

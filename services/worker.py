@@ -35,7 +35,7 @@ from typing import Any, Self
 
 import pykka
 
-from croupier.actors.flusher import FlusherActor
+from croupier.actors.flusher import FlusherActor, FlushStats
 from croupier.actors.partition_actor import (
     Append,
     Batches,
@@ -71,6 +71,7 @@ from croupier.core.errors import (
 )
 from croupier.core.wire import MsgType
 from croupier.services._lifecycle import Service
+from croupier.services.load import LoadSampler
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import LocationKey, PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
@@ -237,6 +238,8 @@ class WorkerService(Service):
         self._servers: dict[str, RpcServer] = {}
         self._replicator: AsyncRpcClient | None = None
         self._reads: ThreadPoolExecutor | None = None
+        self._load: LoadSampler | None = None
+        self.load: dict[str, float] = {"disk_util": 0.0, "io_wait": 0.0}  # as last sent to the master
         self._master: MasterClient | None = None
         self._heartbeat: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -263,7 +266,14 @@ class WorkerService(Service):
             committed = self.store.scan()
             if committed:
                 log.info("serving %d committed locations found on disk", len(committed))
-            self._flushers = [FlusherActor.start(i, self.limiter) for i in range(self.store.num_disks)]
+            stats = [FlushStats() for _ in range(self.store.num_disks)]
+            self._flushers = [
+                FlusherActor.start(i, self.limiter, stats[i]) for i in range(self.store.num_disks)
+            ]
+            # a given store's disks need not be self.dirs: then only the flushers' busy time counts
+            self._load = LoadSampler(
+                self.dirs if self._given_store is None else [], lambda: [s.busy_seconds for s in stats]
+            )
             self._locations.open(self.config.partition_actors, self._start_partition_actor)
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
@@ -362,12 +372,14 @@ class WorkerService(Service):
                     self._register()
                 else:
                     assert self._master is not None
+                    disk_util, io_wait = self._load.sample() if self._load is not None else (0.0, 0.0)
+                    self.load = {"disk_util": round(disk_util, 3), "io_wait": round(io_wait, 3)}
                     self._master.call(
                         WorkerHeartbeat(
                             self.worker_id,
                             self.incarnation,
-                            disk_util=0.0,
-                            io_wait=0.0,
+                            disk_util=disk_util,
+                            io_wait=io_wait,
                             pending_flush=min(1.0, self.limiter.level()),
                         )
                     )
@@ -515,6 +527,7 @@ class WorkerService(Service):
             "memory_peak": self.limiter.peak,
             "memory_cap": self.limiter.cap,
             "congested": self.limiter.congested,
+            **self.load,
         }
 
     def _commit(self, cmd: CommitFiles, responder: Responder) -> None:
