@@ -1,5 +1,6 @@
 """An in-process cluster for SDK tests: the real master (``MasterService``) and
 in-memory fake workers that speak the data-plane protocol, with fault injection.
+``tests/services/test_worker_conformance.py`` holds them to the real worker's behaviour.
 
 A fake worker serves push, replicate, fetch and control on one ROUTER socket. Replication
 is an in-process call to the replica's fake. Faults: ``congest`` (answer CONGESTED to the
@@ -21,6 +22,7 @@ from croupier.core.commands import LoseWorker, RegisterWorker
 from croupier.core.config import MasterConfig
 from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, OpenStream, Push
 from croupier.core.errors import (
+    BadRequest,
     Congested,
     CroupierError,
     NotCommitted,
@@ -53,6 +55,7 @@ class FakeWorker:
         self.lock = threading.Lock()
         self.data: dict[Key, bytearray] = {}
         self.chunks: dict[Key, list[bytes]] = {}
+        self.batch_counts: dict[Key, int] = {}
         self.committed: set[tuple[str, int]] = set()
         self.congest = 0
         self.refuse: CroupierError | None = None
@@ -107,9 +110,18 @@ class FakeWorker:
                 self.congest -= 1
                 raise Congested(f"{self.worker_id} is congested")
             self.pushes += 1
+        n = len(push.batches)
+        if len(request.payloads) != n + 1:
+            raise BadRequest(f"{n} batches need {n + 1} payload frames, got {len(request.payloads)}")
         headers = bytes(request.payloads[0])
         parts = [bytes(p) for p in request.payloads[1:]]
-        assert len(headers) == BATCH_HEADER.size * len(push.batches) == BATCH_HEADER.size * len(parts)
+        if len(headers) != BATCH_HEADER.size * n:
+            raise BadRequest(
+                f"header frame is {len(headers)} bytes; {n} batches need {n * BATCH_HEADER.size}"
+            )
+        for i in range(n):
+            if BatchHeader.decode(headers, i * BATCH_HEADER.size).length != len(parts[i]):
+                raise BadRequest(f"batch {i} says another length than its frame's {len(parts[i])} bytes")
         replica = self.peers.get(push.replica.worker_id) if push.replica else None
         if push.replica is not None and (replica is None or not replica.alive):
             raise Unavailable("replica unreachable", {"failed_worker": push.replica.worker_id})
@@ -117,7 +129,6 @@ class FakeWorker:
             raise StaleLocation(f"shuffle {push.app_id}/{push.shuffle_id} is already committed")
         for i, (partition, epoch) in enumerate(push.batches):
             header = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
-            assert BatchHeader.decode(header).length == len(parts[i])
             self._store((push.app_id, push.shuffle_id, partition, epoch, "primary"), header + parts[i])
             if replica is not None:
                 replica._store((push.app_id, push.shuffle_id, partition, epoch, "replica"), header + parts[i])
@@ -138,9 +149,10 @@ class FakeWorker:
                 seals: dict[tuple[int, int], int] = {}
                 batches = 0
                 for _, header, part in iter_batches(bytes(data)):
-                    batches += 1
                     if header.is_seal:
                         seals[(header.map_id, header.attempt_id)] = header.batch_id
+                    else:
+                        batches += 1
                     current += header.encode() + bytes(part)
                     if len(current) >= self.chunk_size:
                         chunks.append(bytes(current))
@@ -148,6 +160,7 @@ class FakeWorker:
                 if current:
                     chunks.append(bytes(current))
                 self.chunks[key] = chunks
+                self.batch_counts[key] = batches
                 locations.append(
                     {
                         "partition": key[2],
@@ -176,16 +189,22 @@ class FakeWorker:
                     raise NotCommitted("not committed")
                 raise UnknownShuffle(f"no data for {key}")
             chunks = self.chunks[key]
+            batches = self.batch_counts[key]
         offsets, pos = [], 0
         for c in chunks:
             offsets.append([pos, len(c)])
             pos += len(c)
-        return {"chunks": offsets, "bytes": pos, "batches": 0}
+        return {"chunks": offsets, "bytes": pos, "batches": batches}
 
     def _fetch(self, body: FetchChunk) -> tuple[dict[str, Any], bytes]:
         key = self._key(body)
         with self.lock:
-            chunk = self.chunks[key][body.chunk]
+            chunks = self.chunks.get(key)
+            if chunks is None:
+                raise UnknownShuffle(f"no committed data for {key}")
+            if body.chunk >= len(chunks):
+                raise BadRequest(f"chunk {body.chunk} out of range: the location has {len(chunks)}")
+            chunk = chunks[body.chunk]
         if self.corrupt:
             chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
         return {"offset": 0, "length": len(chunk)}, chunk
@@ -196,6 +215,7 @@ class FakeWorker:
             for k in keys:
                 self.data.pop(k, None)
                 self.chunks.pop(k, None)
+                self.batch_counts.pop(k, None)
         return {"removed": len(keys)}
 
 
