@@ -135,6 +135,10 @@ class ClientConfig:
         writer_memory_limit: a writer's partial buffers together; above it the largest are pushed early.
         max_revives_per_partition: revives a writer asks for one partition before it gives up.
         fetch_chunks_in_flight: chunks a reader fetches ahead.
+        fetch_exclude_seconds: a worker that did not answer a fetch in time is read last
+            (the other copy first), with a 2 s timeout, for this long: one dead worker
+            costs a reader one timeout, not one per location (Celeborn excludes such
+            workers from fetches the same way).
         commit_wait_timeout: how long a reader waits for the shuffle to commit, seconds.
     """
 
@@ -149,4 +153,5 @@ class ClientConfig:
     writer_memory_limit: int = 64 * 1024**2
     max_revives_per_partition: int = 5
     fetch_chunks_in_flight: int = 3
+    fetch_exclude_seconds: float = 60.0
     commit_wait_timeout: float = 300.0

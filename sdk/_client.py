@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -81,6 +82,7 @@ class Client:
         self._data: AsyncRpcClient | None = None
         self._apps: list[App] = []
         self._closed = False
+        self._suspects: dict[str, float] = {}  # worker_id -> monotonic time its exclusion ends
 
     # -- the contract -------------------------------------------------------------------------
     def register_app(self, name: str, *, app_id: str | None = None) -> App:
@@ -165,6 +167,19 @@ class Client:
                 self._data.start()
             data = self._data
         data.send(url, msg_type, body, payloads, callback, timeout=timeout)
+
+    def _suspect(self, worker_id: str) -> None:
+        """A fetch from ``worker_id`` timed out: read its copies last for a while."""
+        with self._lock:
+            self._suspects[worker_id] = time.monotonic() + self.config.fetch_exclude_seconds
+
+    def _suspected(self, worker_id: str) -> bool:
+        with self._lock:
+            until = self._suspects.get(worker_id)
+            if until is not None and until <= time.monotonic():
+                del self._suspects[worker_id]
+                return False
+            return until is not None
 
     def _forget(self, app: App) -> None:
         with self._lock:

@@ -153,9 +153,8 @@ class Reader:
                     self._ahead_of = (location.epoch, role, address.worker_id)
             return
 
-    @staticmethod
     def _copies(
-        location: Location, failed: set[tuple[int, str]]
+        self, location: Location, failed: set[tuple[int, str]]
     ) -> tuple[list[tuple[str, WorkerAddress]], list[str]]:
         """The copies of ``location`` to try, in order, and why the others are not tried."""
         copies: list[tuple[str, WorkerAddress]] = []
@@ -167,9 +166,13 @@ class Reader:
                 errors.append(f"{address.worker_id} ({role}): failed at commit")
                 continue
             copies.append((role, address))
-        # a copy on a worker the master declared lost is tried last (it may still answer)
-        copies.sort(key=lambda c: c[1].status == "lost")
+        # a copy on a worker the master declared lost, or that timed out lately, is tried
+        # last (it may still answer)
+        copies.sort(key=lambda c: self._doubtful(c[1]))
         return copies, errors
+
+    def _doubtful(self, address: WorkerAddress) -> bool:
+        return address.status == "lost" or self.shuffle.client._suspected(address.worker_id)
 
     def _read_location(
         self, location: Location, failed: set[tuple[int, str]], selector: BatchSelector, context: str
@@ -277,9 +280,11 @@ class Reader:
         except NotCommitted as exc:
             raise _CopyNotCommitted(f"{exc.code}: {exc.message}") from exc
         except CroupierError as exc:
+            if isinstance(exc, RequestTimeout):
+                self.shuffle.client._suspect(address.worker_id)
             raise _CopyFailed(f"{exc.code}: {exc.message}") from exc
         chunks = opened.body.get("chunks", [])
-        for chunk in self._fetch(url, base, len(chunks), results, sent=1):
+        for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
             self.stats["chunks"] += 1
             try:
                 batches = parse_chunk(chunk)
@@ -298,7 +303,14 @@ class Reader:
                 raise _CopyFailed(str(exc)) from exc
 
     def _fetch(
-        self, url: str, base: tuple[str, int, int, int, str, str], count: int, results: _Results, *, sent: int
+        self,
+        url: str,
+        base: tuple[str, int, int, int, str, str],
+        count: int,
+        results: _Results,
+        *,
+        sent: int,
+        worker_id: str,
     ) -> Iterator[memoryview]:
         """The copy's chunks in order, with up to ``fetch_chunks_in_flight`` requests ahead.
 
@@ -313,10 +325,13 @@ class Reader:
                 try:
                     i, reply, error = results.get(timeout=self._wait_reply)
                 except queue.Empty:
+                    self.shuffle.client._suspect(worker_id)
                     raise _CopyFailed(f"no reply to FETCH_CHUNK {index} from {url}") from None
                 ready[i] = (reply, error)
             reply, error = ready.pop(index)
             if error is not None:
+                if isinstance(error, RequestTimeout):
+                    self.shuffle.client._suspect(worker_id)
                 raise _CopyFailed(f"chunk {index}: {error.code}: {error.message}")
             if reply is None or not reply.payloads:
                 raise _CopyFailed(f"chunk {index}: the reply carries no data")
@@ -342,7 +357,7 @@ class Reader:
         """The fetch URL, the stream's ids and the reply timeout for one copy."""
         sh = self.shuffle
         base = (sh.app_id, sh.shuffle_id, self.partition, location.epoch, role, address.incarnation)
-        timeout = self._lost_timeout if address.status == "lost" else self._fetch_timeout
+        timeout = self._lost_timeout if self._doubtful(address) else self._fetch_timeout
         return address.fetch_url, base, timeout
 
     def _request_async(self, url: str, msg_type: int, body: dict[str, Any], timeout: float) -> _Box:

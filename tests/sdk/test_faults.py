@@ -218,3 +218,36 @@ def test_readers_raise_data_lost_for_the_partition_that_lost_both_copies(
         with pytest.raises(DataLostError) as info:
             list(next(it))
         assert info.value.partitions == [0]
+
+
+def test_a_worker_that_timed_out_is_read_last_by_the_following_readers(
+    fake: FakeCluster, config: ClientConfig
+) -> None:
+    cfg = dataclasses.replace(config, fetch_timeout=0.5)
+    with croupier.connect(fake.master_url, config=cfg) as client:
+        sh = client.register_app("suspect").register_shuffle(1, 12)
+        written = write_all(sh, 1, 240)
+        victim = pair_of(sh, 0)[0]
+        fake.worker(victim).crash()  # the master still thinks it is alive
+        on_victim = [p for p in range(12) if pair_of(sh, p)[0] == victim]
+        assert len(on_victim) >= 2
+        got: Counter[bytes] = Counter()
+        switches = []
+        for p in range(12):
+            reader = sh.reader(p)
+            got.update(reader)
+            switches.append(reader.stats["switches"])
+        assert got == written
+        # only the first partition read from the dead primary waited for it
+        assert [switches[p] for p in on_victim] == [1] + [0] * (len(on_victim) - 1)
+        assert client._suspected(victim)
+        assert not any(client._suspected(w.worker_id) for w in fake.workers if w.worker_id != victim)
+
+
+def test_a_suspicion_expires(fake: FakeCluster, config: ClientConfig) -> None:
+    cfg = dataclasses.replace(config, fetch_exclude_seconds=0.2)
+    with croupier.connect(fake.master_url, config=cfg) as client:
+        client._suspect("w1")
+        assert client._suspected("w1")
+        time.sleep(0.3)
+        assert not client._suspected("w1")
