@@ -32,6 +32,7 @@ __all__ = ["Accumulator", "OutBatch", "digest", "make_batch"]
 
 _RECORD_PREFIX = 4
 _pack_len = struct.Struct("<I").pack
+_unpack_len = struct.Struct("<I").unpack
 MAX_RECORD_BYTES = MAX_BATCH_BYTES - _RECORD_PREFIX
 
 
@@ -58,7 +59,7 @@ class OutBatch:
 
     partition: int
     header: BatchHeader
-    data: bytes
+    data: bytes | memoryview
 
     @property
     def encoded_header(self) -> bytes:
@@ -70,7 +71,13 @@ class OutBatch:
 
 
 def make_batch(
-    partition: int, map_id: int, attempt_id: int, batch_id: int, data: bytes, *, seal: bool = False
+    partition: int,
+    map_id: int,
+    attempt_id: int,
+    batch_id: int,
+    data: bytes | memoryview,
+    *,
+    seal: bool = False,
 ) -> OutBatch:
     """Build a data batch (or, with ``seal``, a seal whose ``batch_id`` is the data batch count)."""
     if seal:
@@ -128,7 +135,7 @@ class Accumulator:
         """Data batches cut so far for ``partition`` (the next batch id)."""
         return self._counts.get(partition, 0)
 
-    def _cut(self, partition: int, data: bytes) -> OutBatch:
+    def _cut(self, partition: int, data: bytes | memoryview) -> OutBatch:
         batch_id = self._counts[partition]
         self._counts[partition] = batch_id + 1
         return make_batch(partition, self.map_id, self.attempt_id, batch_id, data)
@@ -181,7 +188,35 @@ class Accumulator:
         pending = self._take(partition)
         if pending:
             out.append(self._cut(partition, pending))
-        out.append(self._cut(partition, pack_record(record) + bytes(record)))
+        # one copy, straight from the caller's buffer (fresh memory is slow to touch here)
+        out.append(self._cut(partition, b"".join((pack_record(record), record))))
+        return out
+
+    def add_framed(self, partition: int, framed: memoryview) -> list[OutBatch]:
+        """One record that comes framed already (its u32 length, then its bytes), as a batch of
+        its own and without a copy. ``framed`` must not change until the batch is acked.
+
+        Raises:
+            ValueError: a partition out of range, a frame whose length prefix does not match
+                it, or a record over 256 MiB.
+        """
+        if not 0 <= partition < self.num_partitions:
+            raise ValueError(f"partition {partition} is out of range 0..{self.num_partitions - 1}")
+        view = framed.cast("B") if framed.format != "B" or framed.ndim != 1 else framed
+        if len(view) < _RECORD_PREFIX or _unpack_len(view[:_RECORD_PREFIX])[0] != len(view) - _RECORD_PREFIX:
+            raise ValueError("a framed record starts with its length as u32 little-endian")
+        if len(view) - _RECORD_PREFIX > MAX_RECORD_BYTES:
+            raise ValueError(
+                f"record of {len(view) - _RECORD_PREFIX} bytes exceeds the limit of {MAX_RECORD_BYTES}"
+            )
+        self._counts.setdefault(partition, 0)
+        self.records += 1
+        self.bytes_in += len(view) - _RECORD_PREFIX
+        out: list[OutBatch] = []
+        pending = self._take(partition)
+        if pending:
+            out.append(self._cut(partition, pending))
+        out.append(self._cut(partition, view))
         return out
 
     def _spill(self) -> list[OutBatch]:

@@ -153,7 +153,7 @@ class Client:
         url: str,
         msg_type: int,
         body: dict[str, Any],
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | memoryview],
         callback: Callable[[Reply | None, CroupierError | None], None],
         *,
         timeout: float | None = None,

@@ -25,9 +25,9 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records
+from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records, split_views
 from croupier._routing import Location, WorkerAddress, location_from_reply
 from croupier.core.codec import to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
@@ -99,23 +99,34 @@ class Reader:
         self.stats: dict[str, int] = {"records": 0, "bytes": 0, "chunks": 0, "batches": 0, "switches": 0}
         self.selector: BatchSelector | None = None
         self._reply = _locations  # a committed locations reply, from readers()
+        self._copy = True  # records as bytes; views() yields memory views instead
         # the first copy's OPEN_STREAM and chunk 0, sent ahead by start()
         self._ahead_of: tuple[int, str, str] | None = None
         self._ahead_open: _Box | None = None
         self._ahead_chunks: _Results | None = None
 
     def __iter__(self) -> Iterator[bytes]:
+        self._start_once()
+        return cast(Iterator[bytes], self._records())
+
+    def views(self) -> Iterator[memoryview]:
+        """The records as memory views into the fetched chunks, without a copy; each stays
+        valid as long as it is referenced. Instead of iterating the reader (single use)."""
+        self._start_once()
+        self._copy = False
+        return cast(Iterator[memoryview], self._records())
+
+    def _start_once(self) -> None:
         if self._started:
             raise RuntimeError("a Reader is iterated once; ask the shuffle for a new one")
         self._started = True
-        return self._records()
 
     def __repr__(self) -> str:
         sh = self.shuffle
         return f"Reader({sh.app_id}/{sh.shuffle_id} partition={self.partition})"
 
     # -- the read path ------------------------------------------------------------------------
-    def _records(self) -> Iterator[bytes]:
+    def _records(self) -> Iterator[bytes | memoryview]:
         reply = self._reply
         if reply is None:
             sh = self.shuffle
@@ -176,7 +187,7 @@ class Reader:
 
     def _read_location(
         self, location: Location, failed: set[tuple[int, str]], selector: BatchSelector, context: str
-    ) -> Iterator[bytes]:
+    ) -> Iterator[bytes | memoryview]:
         copies, errors = self._copies(location, failed)
         not_committed = 0
         tried = list(copies)
@@ -257,7 +268,7 @@ class Reader:
 
     def _read_copy(
         self, location: Location, role: str, address: WorkerAddress, selector: BatchSelector
-    ) -> Iterator[bytes]:
+    ) -> Iterator[bytes | memoryview]:
         if not address.known:
             raise _CopyFailed("the worker is no longer registered")
         url, base, timeout = self._stream(location, role, address)
@@ -290,7 +301,9 @@ class Reader:
                 batches = parse_chunk(chunk)
                 for header, data in batches:
                     if selector.is_new(header):
-                        records = split_records(data)
+                        records: list[bytes] | list[memoryview] = (
+                            split_records(data) if self._copy else split_views(data)
+                        )
                         selector.offer(header)
                         self.stats["batches"] += 1
                         for record in records:

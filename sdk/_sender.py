@@ -57,7 +57,7 @@ __all__ = ["ReviveFn", "SendFn", "Sender"]
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Reply | None, CroupierError | None], None]
-SendFn = Callable[[str, int, dict[str, Any], Sequence[bytes], Callback], None]
+SendFn = Callable[[str, int, dict[str, Any], Sequence[bytes | memoryview], Callback], None]
 """``send(url, msg_type, body, payloads, callback)``; the callback runs exactly once, on any thread."""
 ReviveFn = Callable[[int, int, str, tuple[str, ...]], Location]
 """``revive(partition, failed_epoch, reason, failed_workers) -> newest location``."""
@@ -86,7 +86,7 @@ class _Message:
     location: Location
     entries: list[tuple[OutBatch, int]]  # (batch, epoch)
     body: dict[str, Any]
-    payloads: list[bytes]
+    payloads: list[bytes | memoryview]
     backoff: float = 0.0
     congested_since: float | None = None
 

@@ -21,7 +21,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from croupier._accumulator import Accumulator
+from croupier._accumulator import Accumulator, OutBatch
 from croupier._routing import Location, location_from_reply
 from croupier._sender import Sender
 from croupier.core.commands import GetShuffle, MapperEnd, RevivePartition
@@ -102,8 +102,20 @@ class Writer:
                 return  # another attempt won and the shuffle is committed: nothing to keep
             raise ValueError(f"writer of map {self.map_id} attempt {self.attempt_id} is {self._state}")
         batches = self._accumulator.add(partition, record)
-        if not batches:
-            return  # the common case: the record only went into a buffer
+        if batches:  # most records only go into a buffer
+            self._submit(batches)
+
+    def _write_framed(self, partition: int, framed: memoryview) -> None:
+        """``write`` for a record that comes with its u32 little-endian length in front (for
+        integrations that serialise into such a buffer): it becomes a batch without a copy, and
+        must not change until the writer is closed. Same errors as ``write``."""
+        if self._state != _OPEN:
+            if self._state == _SUPERSEDED:
+                return
+            raise ValueError(f"writer of map {self.map_id} attempt {self.attempt_id} is {self._state}")
+        self._submit(self._accumulator.add_framed(partition, framed))
+
+    def _submit(self, batches: list[OutBatch]) -> None:
         try:
             self._sender.submit(batches)
         except Conflict:

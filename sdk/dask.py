@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
@@ -76,6 +77,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_LEN = struct.Struct("<I")  # a record's length prefix (core/batch.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +124,12 @@ def _key_columns(on: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _pieces(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[tuple[int, int, Any]]:
-    """``part``'s non-empty pieces by output partition: ``(partition, rows, Arrow IPC stream)``.
+    """``part``'s non-empty pieces by output partition: ``(partition, rows, framed record)``,
+    where the framed record is the piece's Arrow IPC stream behind its u32 length.
 
     The partition becomes one Arrow table (index included), reordered once by target
     partition with ``take``; each piece is a zero-copy slice of it, written as one IPC
-    stream into an Arrow buffer (passed to the writer without another copy).
+    stream into an Arrow buffer that the writer sends without another copy.
     """
     import numpy as np
     import pandas as pd
@@ -134,8 +138,10 @@ def _pieces(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[t
     if len(part) == 0:
         return []
     keys = part[on[0]] if len(on) == 1 else part[list(on)]
+    # below 2**16 partitions the targets fit 16 bits, where numpy's stable sort is a radix sort
+    small = npartitions <= 1 << 16
     targets = (pd.util.hash_pandas_object(keys, index=False).to_numpy() % np.uint64(npartitions)).astype(
-        np.int64
+        np.uint16 if small else np.int64
     )
     order = np.argsort(targets, kind="stable")
     counts = np.bincount(targets, minlength=npartitions)
@@ -146,10 +152,18 @@ def _pieces(part: pd.DataFrame, on: tuple[str, ...], npartitions: int) -> list[t
         rows = int(counts[j])
         piece = table.slice(offset, rows)
         offset += rows
-        sink = pa.BufferOutputStream()
+        # the IPC stream's size first (nothing is copied), then the stream itself written
+        # once, behind its u32 length: the writer sends that buffer as it is
+        sizer = pa.MockOutputStream()
+        with pa.ipc.new_stream(sizer, piece.schema) as stream:
+            stream.write_table(piece)
+        size = sizer.size()
+        framed = pa.allocate_buffer(_LEN.size + size)
+        sink = pa.FixedSizeBufferWriter(framed)
+        sink.write(_LEN.pack(size))
         with pa.ipc.new_stream(sink, piece.schema) as stream:
             stream.write_table(piece)
-        out.append((int(j), rows, sink.getvalue()))
+        out.append((int(j), rows, framed))
     return out
 
 
@@ -168,10 +182,10 @@ def map_partition(
         _heartbeat(client, spec.app_id)
         sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
-            for j, count, record in _pieces(part, spec.on, spec.npartitions):
-                writer.write(j, memoryview(record))
+            for j, count, framed in _pieces(part, spec.on, spec.npartitions):
+                writer._write_framed(j, memoryview(framed))
                 rows += count
-                nbytes += record.size
+                nbytes += framed.size - _LEN.size
         won = bool(writer.won)
     return {"map_id": map_id, "attempt_id": attempt, "won": won, "rows": rows, "bytes": nbytes}
 
@@ -205,7 +219,7 @@ def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.D
     with croupier.connect(spec.url, config=spec.config) as client:
         _heartbeat(client, spec.app_id)
         sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
-        for record in sh.reader(partition):
+        for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
             with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
                 tables.append(stream.read_all())
     if not tables:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import blake3
 import pytest
 
@@ -139,3 +141,23 @@ def test_drop_forgets_buffers() -> None:
 def test_make_batch_seal_refuses_data() -> None:
     with pytest.raises(ValueError):
         make_batch(0, 0, 0, 1, b"x", seal=True)
+
+
+def test_a_framed_record_is_a_batch_of_its_own_without_a_copy() -> None:
+    acc = Accumulator(4, 0, 3, buffer_size=100)
+    assert acc.add(1, b"small") == []
+    framed = memoryview(bytearray(struct.pack("<I", 6) + b"framed"))
+    out = acc.add_framed(1, framed)
+    # the partial buffer goes first, to keep the order; then the framed record as it is
+    assert [b.header.batch_id for b in out] == [0, 1]
+    assert records_of(out) == [b"small", b"framed"]
+    assert out[1].data is framed  # not copied
+    assert out[1].header.digest == blake3.blake3(framed).digest(length=16)
+    assert acc.add_framed(2, memoryview(struct.pack("<I", 0))) != []  # an empty record
+    assert (acc.records, acc.bytes_in) == (3, 11)
+    assert acc.touched == [1, 2]
+    for bad in (b"", b"\x05\x00\x00\x00abcd", b"\x01\x00\x00\x00ab"):
+        with pytest.raises(ValueError, match="framed record"):
+            acc.add_framed(0, memoryview(bad))
+    with pytest.raises(ValueError, match="out of range"):
+        acc.add_framed(3, framed)

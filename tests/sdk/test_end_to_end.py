@@ -36,6 +36,13 @@ def test_round_trip_many_mappers_and_partitions(cluster: HasMasterUrl, config: C
             assert all(isinstance(r, bytes) for r in got)
             assert Counter(got) == expected[p], p
         assert list(sh.reader(5)) == []
+        # views: the same records, as memory views into the fetched chunks; single use too
+        reader = sh.reader(3)
+        views = list(reader.views())
+        assert all(isinstance(v, memoryview) for v in views)
+        assert Counter(bytes(v) for v in views) == expected[3]
+        with pytest.raises(RuntimeError, match="iterated once"):
+            iter(reader)
         app.unregister()
 
 

@@ -223,10 +223,14 @@ def test_readers_raise_data_lost_for_the_partition_that_lost_both_copies(
 def test_a_worker_that_timed_out_is_read_last_by_the_following_readers(
     fake: FakeCluster, config: ClientConfig
 ) -> None:
-    cfg = dataclasses.replace(config, fetch_timeout=0.5)
+    # long enough that a loaded machine does not make a live worker a suspect
+    cfg = dataclasses.replace(config, fetch_timeout=2.0)
     with croupier.connect(fake.master_url, config=cfg) as client:
         sh = client.register_app("suspect").register_shuffle(1, 12)
         written = write_all(sh, 1, 240)
+        deadline = time.monotonic() + 20
+        while not sh.summary()["committed"] and time.monotonic() < deadline:
+            time.sleep(0.02)  # the commit first: it would wait for the dead worker
         victim = pair_of(sh, 0)[0]
         fake.worker(victim).crash()  # the master still thinks it is alive
         on_victim = [p for p in range(12) if pair_of(sh, p)[0] == victim]
