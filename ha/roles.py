@@ -9,9 +9,10 @@ sequence of events can be replayed in a test.
 Phases::
 
     FOLLOWING --Won--> TAKING_OVER --TookOver(term)--> LEADING
-        ^                  |                              |
-        +--TakeOverFailed--+                              |
-        +-- SessionLost / AppendFenced(term) / NodeGone / Stop
+     ^  ^                  |                              |
+     |  +--TakeOverFailed--+                              |
+     +------ SessionLost / AppendFenced(term) / NodeGone -+
+    any phase --Stop--> STOPPED
 
 Rules that keep a deposed leader from writing (kazoo's own advice: "a client
 should not assume that locks are valid" while SUSPENDED):
