@@ -166,14 +166,14 @@ class MasterFront:
         }
         actor, coordinator = self._start_actor(event_log, info, on_log_error)
         done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
-        actor.tell(Submit(TakeOver(term, self.url), lambda _body, error: done.put(error)))
+        take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))
         try:
+            # ask, not tell: an actor whose start failed (the log unreadable) answers ActorDeadError
+            actor.ask(take_over, timeout=self._takeover_timeout)
             error = done.get(timeout=self._takeover_timeout)
-        except queue.Empty as exc:
+        except (pykka.ActorDeadError, pykka.Timeout, queue.Empty) as exc:
             _stop(actor, coordinator)
-            raise Unavailable(
-                f"the take-over of term {term} was not logged in {self._takeover_timeout} s"
-            ) from exc
+            raise Unavailable(f"the take-over of term {term} was not logged: {exc!r}") from exc
         if error is not None:
             _stop(actor, coordinator)
             raise error

@@ -141,7 +141,7 @@ class Leadership:
         """Create the layout, start watching and contending.
 
         Raises:
-            Unavailable: ZooKeeper could not be reached.
+            Unavailable: ZooKeeper could not be reached (nothing is left running).
         """
         try:
             self._zk.ensure_path(f"{self._root}/election")
@@ -149,8 +149,8 @@ class Leadership:
                 self._zk.create(f"{self._root}/epoch", b"0")
         except self._zk_errors as exc:
             raise Unavailable(f"cannot create the ensemble's layout under {self._root}: {exc}") from exc
-        self._zk.add_listener(self._on_zk_state)
         self._standby.watch(lambda: self._inbox.put(r.LogChanged()))
+        self._zk.add_listener(self._on_zk_state)
         self._inbox.put(r.Contend())
         self._control = threading.Thread(target=self._run, name="ha-control", daemon=True)
         self._control.start()

@@ -90,3 +90,15 @@ def test_a_take_over_that_cannot_be_logged_leaves_nothing_running(front: MasterF
         front.take_seat(5, log, lambda _error: None)  # term 5 is not newer than the logged one
     with pytest.raises(NotLeader):
         call(rpc, c.RegisterApp("job"))
+
+
+class UnreadableLog(MemoryEventLog):
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        raise Unavailable("the log cannot be read")
+
+
+def test_a_take_over_whose_actor_cannot_load_fails_at_once(front: MasterFront, rpc: RpcClient) -> None:
+    with pytest.raises(Unavailable, match="was not logged"):
+        front.take_seat(5, UnreadableLog(), lambda _error: None)
+    with pytest.raises(NotLeader):
+        call(rpc, c.RegisterApp("job"))
