@@ -63,9 +63,9 @@ class Seat(Protocol):
     """The master that leadership drives (``croupier.actors.master_front.MasterFront``)."""
 
     def take_seat(
-        self, term: int, log: ZooKeeperEventLog, on_log_error: Callable[[CroupierError], None]
+        self, term: int, event_log: ZooKeeperEventLog, on_log_error: Callable[[CroupierError], None]
     ) -> None:
-        """Serve as the leader of ``term`` over ``log`` once ``TakeOver`` is logged.
+        """Serve as the leader of ``term`` over ``event_log`` once ``TakeOver`` is logged.
 
         ``on_log_error(error)`` is to be called (on any thread) when an append fails.
 

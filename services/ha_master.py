@@ -104,7 +104,10 @@ class HaMasterService(Service):
                 connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
                 command_retry=KazooRetry(max_tries=5, max_delay=1.0),
             )
-            self._zk.start(timeout=30)
+            try:
+                self._zk.start(timeout=30)
+            except self._zk.handler.timeout_exception as exc:
+                raise Unavailable(f"cannot reach ZooKeeper at {self._hosts} in 30 s") from exc
             self._front.start()
             self._standby = HotStandby(ZooKeeperEventLog(self._zk, self.root, writer=False))
             self._leadership = Leadership(
