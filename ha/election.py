@@ -26,13 +26,19 @@ import logging
 import threading
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
-__all__ = ["LeaderElection"]
+from croupier.core.errors import Unavailable
+
+__all__ = ["ElectionNodeGone", "LeaderElection"]
 
 log = logging.getLogger(__name__)
 
 PREFIX = "n_"
+
+
+class ElectionNodeGone(Unavailable):
+    """This contender's node is gone (its session expired, or it withdrew): join again."""
 
 
 class LeaderElection:
@@ -45,6 +51,8 @@ class LeaderElection:
         zk: a started ``KazooClient`` (owned by the caller).
         root: the ensemble's root; contenders live under ``<root>/election``.
         identifier: stored in the node; others read it (the leader's URL).
+
+    Every method translates kazoo's errors: ZooKeeper unreachable becomes ``Unavailable``.
     """
 
     def __init__(self, zk: Any, root: str, identifier: str) -> None:
@@ -53,15 +61,40 @@ class LeaderElection:
         self.identifier = identifier
         self.node: str | None = None
         self._changed = threading.Event()
+        self._zk_errors = (KazooException, zk.handler.timeout_exception)
 
     def join(self) -> str:
-        """Create this contender's node; returns its path."""
-        self._zk.ensure_path(self.path)
-        self.node = self._zk.create(
-            f"{self.path}/{PREFIX}", self.identifier.encode(), ephemeral=True, sequence=True
-        )
+        """Create this contender's node; returns its path.
+
+        A node this session left behind (a create whose reply was lost) is deleted
+        first: it would stand ahead of the new one forever and block the election.
+
+        Raises:
+            Unavailable: ZooKeeper could not be reached; join again later.
+        """
+        try:
+            self._zk.ensure_path(self.path)
+            self._drop_leftovers()
+            self.node = self._zk.create(
+                f"{self.path}/{PREFIX}", self.identifier.encode(), ephemeral=True, sequence=True
+            )
+        except self._zk_errors as exc:
+            raise Unavailable(f"cannot join the election under {self.path}: {_describe(exc)}") from exc
         log.info("joined the election as %s", self.node)
         return self.node
+
+    def _drop_leftovers(self) -> None:
+        client_id = self._zk.client_id
+        if client_id is None:
+            return
+        for name in self._zk.get_children(self.path):
+            try:
+                data, stat = self._zk.get(f"{self.path}/{name}")
+                if stat.ephemeralOwner == client_id[0] and data == self.identifier.encode():
+                    log.info("deleting %s/%s, left behind by this session", self.path, name)
+                    self._zk.delete(f"{self.path}/{name}", version=stat.version)
+            except NoNodeError:
+                continue
 
     def withdraw(self) -> None:
         """Leave the election (idempotent; the node also goes with the session)."""
@@ -70,46 +103,53 @@ class LeaderElection:
             try:
                 self._zk.delete(node)
             except NoNodeError:
-                pass
-            except Exception as exc:  # the session may be gone already: the node goes with it
-                log.debug("could not delete %s: %s", node, exc)
+                pass  # gone with its session already
+            except self._zk_errors as exc:  # unreachable: the node goes when the session expires
+                log.info("could not delete %s (it goes with the session): %s", node, _describe(exc))
         self._changed.set()
 
     def contenders(self) -> list[tuple[str, str]]:
-        """(node name, identifier) of every contender, leader first."""
-        out = []
-        for name in sorted(self._zk.get_children(self.path), key=_seq):
-            try:
-                data, _ = self._zk.get(f"{self.path}/{name}")
-            except NoNodeError:
-                continue
-            out.append((name, data.decode()))
-        return out
+        """(node name, identifier) of every contender, leader first.
 
-    def is_leader(self) -> bool:
-        """Whether this contender's node is the lowest one that exists."""
-        if self.node is None:
-            return False
-        names = sorted(self._zk.get_children(self.path), key=_seq)
-        mine = self.node.rsplit("/", 1)[1]
-        if mine not in names:
-            raise NoNodeError(f"{self.node} is gone (the session expired)")
-        return bool(names[0] == mine)
+        Raises:
+            Unavailable: ZooKeeper could not be reached.
+        """
+        out = []
+        try:
+            for name in sorted(self._zk.get_children(self.path), key=_seq):
+                try:
+                    data, _ = self._zk.get(f"{self.path}/{name}")
+                except NoNodeError:
+                    continue
+                out.append((name, data.decode()))
+        except self._zk_errors as exc:
+            raise Unavailable(f"cannot list the election under {self.path}: {_describe(exc)}") from exc
+        return out
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until this contender leads (True) or ``timeout`` passes (False).
 
         Raises:
-            NoNodeError: this contender's node is gone; join again.
+            ElectionNodeGone: this contender's node is gone (or it never joined); join again.
+            Unavailable: ZooKeeper could not be reached; the node may still be there.
         """
+        try:
+            return self._wait(timeout)
+        except NoNodeError as exc:
+            raise ElectionNodeGone(f"{self.node} is gone (the session expired)") from exc
+        except self._zk_errors as exc:
+            raise Unavailable(f"cannot watch the election under {self.path}: {_describe(exc)}") from exc
+
+    def _wait(self, timeout: float | None) -> bool:
         while True:
-            if self.node is None:
-                return False
+            node = self.node
+            if node is None:
+                raise NoNodeError("this contender has not joined (or withdrew)")
             self._changed.clear()
             names = sorted(self._zk.get_children(self.path), key=_seq)
-            mine = self.node.rsplit("/", 1)[1]
+            mine = node.rsplit("/", 1)[1]
             if mine not in names:
-                raise NoNodeError(f"{self.node} is gone (the session expired)")
+                raise NoNodeError(f"{node} is gone")
             index = names.index(mine)
             if index == 0:
                 return True
@@ -119,6 +159,10 @@ class LeaderElection:
                 continue
             if not self._changed.wait(timeout):
                 return False
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _seq(name: str) -> int:

@@ -15,7 +15,6 @@ Usage::
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Any, Self
 
 from croupier.core.commands import Command, encode_command
 from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unavailable
+from croupier.core.leader_record import decode_leader
 from croupier.core.urls import parse_master_url
 from croupier.transports.rpc import RpcClient
 
@@ -93,11 +93,13 @@ class MasterClient:
                 )
                 self._zk.start(timeout=self._timeout)
             data, _ = self._zk.get(f"{self._zk_root}/leader")
-            leader = str(json.loads(data)["url"])
+            leader = decode_leader(data).url
         except NoNodeError:
             raise Unavailable(f"no leader in {self.url} yet (an election is under way)") from None
         except CroupierError:
             raise
+        except ValueError as exc:
+            raise Unavailable(f"cannot read the leader from {self.url}: {exc}") from exc
         except Exception as exc:  # kazoo timeouts and connection errors
             if self._zk is not None:
                 self._zk.stop()

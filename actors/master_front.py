@@ -1,0 +1,284 @@
+"""``MasterFront``: the RPC side of a master, shared by the embedded and the HA master.
+
+It owns the RPC server, the liveness ticker and, while this master serves,
+the ``MasterActor`` with its ``CommitCoordinator``. Requests are decoded on
+the RPC server's thread and collected into a burst; after each burst the
+server calls ``on_batch_end`` and the whole burst goes to the actor as one
+``SubmitMany``. When no actor serves (an HA follower, or a master that is
+starting or stopping) ``when_idle`` answers instead.
+
+The HA master drives it through the ``croupier.ha.leadership.Seat`` methods
+(``take_seat``, ``stop_writes``, ``reload``, ``leave_seat``).
+
+State:
+    _actor / _coordinator   the serving actor and its coordinator, or None; set and cleared
+                            by ``serve``/``take_seat``/``leave_seat`` (the owner's thread),
+                            read by the RPC server thread and the ticker
+    _burst                  the commands read in the current burst (RPC server thread only)
+
+Threads: ``_on_request`` and ``_flush`` run on the RPC server's thread, the
+ticker on ``<name>-ticker``, reply callbacks on the actor's committer thread.
+
+Usage::
+
+    front = MasterFront("tcp://127.0.0.1:0", config=MasterConfig()).start()
+    front.serve(MemoryEventLog())              # the embedded master: serve at once
+    ...
+    front.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Self
+
+import pykka
+
+from croupier.actors.commit_coordinator import CommitCoordinator
+from croupier.actors.master_actor import (
+    MasterActor,
+    Reload,
+    ReplyFn,
+    SetWritable,
+    Submit,
+    SubmitMany,
+    Tick,
+)
+from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
+from croupier.core.config import MasterConfig
+from croupier.core.errors import CroupierError, Unavailable
+from croupier.core.roles import MasterRole
+from croupier.ha.eventlog import EventLog
+from croupier.transports.rpc import Request, Responder, RpcServer
+
+__all__ = ["IdleAnswer", "MasterFront"]
+
+log = logging.getLogger(__name__)
+
+IdleAnswer = Callable[[Command], dict[str, Any]]
+"""Answers a command while no actor serves: returns a reply body, or raises a ``CroupierError``."""
+
+ActorRef = pykka.ActorRef[MasterActor]
+
+
+def _starting_or_stopping(_command: Command) -> dict[str, Any]:
+    raise Unavailable("the master is starting or stopping")
+
+
+class MasterFront:
+    """Parameters:
+    listen: the RPC bind endpoint (``tcp://HOST:PORT``; port 0 = any free port).
+    name: the RPC server's name (thread names, logs).
+    config: timeouts and intervals.
+    clock: wall-clock seconds (the actor's and the ticker's).
+    rng: randomness for placement and ids.
+    when_idle: answers commands while no actor serves (default: ``UNAVAILABLE``).
+    ensemble: fields merged into the ``master`` object of a served ``STATUS`` reply.
+    takeover_timeout: how long ``take_seat`` waits for ``TakeOver`` to be logged.
+    """
+
+    def __init__(
+        self,
+        listen: str,
+        *,
+        name: str = "master",
+        config: MasterConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+        when_idle: IdleAnswer = _starting_or_stopping,
+        ensemble: Callable[[], dict[str, Any]] | None = None,
+        takeover_timeout: float = 30.0,
+    ) -> None:
+        self.config = config or MasterConfig()
+        self._listen = listen
+        self._name = name
+        self._clock = clock
+        self._rng = rng
+        self._when_idle = when_idle
+        self._ensemble = ensemble
+        self._takeover_timeout = takeover_timeout
+        self._server: RpcServer | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop_ticker = threading.Event()
+        self._actor: ActorRef | None = None
+        self._coordinator: CommitCoordinator | None = None
+        self._burst: list[tuple[Command, ReplyFn | None]] = []
+
+    @property
+    def url(self) -> str:
+        """The bound RPC URL (known after ``start``)."""
+        assert self._server is not None, "start() first"
+        return self._server.url
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> Self:
+        """Bind the RPC server (so that ``url`` is known) and start the ticker; no actor yet."""
+        self._server = RpcServer(
+            self._listen,
+            self._on_request,
+            name=self._name,
+            allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
+            on_batch_end=self._flush,
+        )
+        self._server.start()
+        if self.config.sweep_interval > 0:
+            self._ticker = threading.Thread(target=self._tick_loop, name=f"{self._name}-ticker", daemon=True)
+            self._ticker.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the ticker, the server and the actor (its queued commits finish). Idempotent."""
+        self._stop_ticker.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
+        if self._server is not None:
+            self._server.stop()
+        self.leave_seat()
+
+    # -- the actor ---------------------------------------------------------------------------
+    def serve(self, event_log: EventLog) -> None:
+        """Start the actor over ``event_log`` and serve every command with it (the embedded master)."""
+        info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": type(event_log).__name__}
+        self._actor, self._coordinator = self._start_actor(event_log, info, None)
+
+    def take_seat(
+        self, term: int, event_log: EventLog, on_log_error: Callable[[CroupierError], None]
+    ) -> None:
+        """Start the actor over the fenced ``event_log``, log ``TakeOver(term)``, then serve.
+
+        Requests keep getting ``when_idle``'s answer until the take-over is logged.
+
+        Raises:
+            CroupierError: ``TakeOver`` could not be logged (or not within ``takeover_timeout``);
+                the actor is stopped again.
+        """
+        info = {
+            "role": str(MasterRole.LEADER),
+            "url": self.url,
+            "log": type(event_log).__name__,
+            "term": term,
+        }
+        actor, coordinator = self._start_actor(event_log, info, on_log_error)
+        done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
+        take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))
+        try:
+            # ask, not tell: an actor whose start failed (the log unreadable) answers ActorDeadError
+            actor.ask(take_over, timeout=self._takeover_timeout)
+            error = done.get(timeout=self._takeover_timeout)
+        except (pykka.ActorDeadError, pykka.Timeout, queue.Empty) as exc:
+            _stop(actor, coordinator)
+            raise Unavailable(f"the take-over of term {term} was not logged: {exc!r}") from exc
+        if error is not None:
+            _stop(actor, coordinator)
+            raise error
+        self._actor, self._coordinator = actor, coordinator
+
+    def _start_actor(
+        self, event_log: EventLog, info: dict[str, Any], on_log_error: Callable[[CroupierError], None] | None
+    ) -> tuple[ActorRef, CommitCoordinator]:
+        actor: ActorRef | None = None
+
+        def submit(command: Command) -> None:
+            # the coordinator reports to its own actor, even before that one serves requests
+            if actor is not None:
+                try:
+                    actor.tell(Submit(command, None))
+                except pykka.ActorDeadError:
+                    log.debug("dropped %s: the master actor has stopped", type(command).__name__)
+
+        coordinator = CommitCoordinator(submit)
+        actor = MasterActor.start(
+            event_log,
+            self.config,
+            self._clock,
+            rng=self._rng,
+            info=info,
+            coordinator=coordinator,
+            on_log_error=on_log_error,
+        )
+        return actor, coordinator
+
+    def stop_writes(self, reason: str) -> None:
+        """Refuse commands that log events (ZooKeeper unreachable); reads go on."""
+        if self._actor is not None:
+            self._actor.tell(SetWritable(False, reason))
+
+    def reload(self, reason: str) -> None:
+        """Rebuild the actor's state from the log, then accept writes again."""
+        if self._actor is not None:
+            self._actor.tell(Reload(reason))
+
+    def leave_seat(self) -> None:
+        """Stop serving: stop the coordinator and the actor (idempotent)."""
+        actor, self._actor = self._actor, None
+        coordinator, self._coordinator = self._coordinator, None
+        if actor is not None and coordinator is not None:
+            _stop(actor, coordinator)
+
+    def tick(self, now: float | None = None) -> None:
+        """Run one liveness sweep (the ticker does this every ``sweep_interval``)."""
+        actor = self._actor
+        if actor is not None:
+            actor.tell(Tick(self._clock() if now is None else now))
+
+    def describe(self) -> dict[str, Any]:
+        """The actor's soft state, for tests and the CLI.
+
+        Raises:
+            Unavailable: no actor serves.
+        """
+        actor = self._actor
+        if actor is None:
+            raise Unavailable("this master is not serving")
+        result: dict[str, Any] = actor.ask("describe", block=True)
+        return result
+
+    def _tick_loop(self) -> None:
+        while not self._stop_ticker.wait(self.config.sweep_interval):
+            self.tick()
+
+    # -- requests (the RPC server's thread) --------------------------------------------------
+    def _on_request(self, request: Request, responder: Responder) -> None:
+        # decode here, decide on the actor thread
+        command = decode_command(request.msg_type, request.body)
+        if self._actor is None:
+            responder.ok(self._when_idle(command))
+            return
+        self._burst.append((command, self._replier(command, responder)))
+
+    def _replier(self, command: Command, responder: Responder) -> ReplyFn:
+        ensemble = self._ensemble if isinstance(command, Status) else None
+
+        def reply(body: dict[str, Any] | None, error: CroupierError | None) -> None:
+            if error is not None:
+                responder.error(error)
+                return
+            if ensemble is not None and body is not None:
+                body["master"].update(ensemble())
+            responder.ok(body)
+
+        return reply
+
+    def _flush(self) -> None:
+        # after each burst the server read: one actor message per burst
+        if not self._burst:
+            return
+        burst, self._burst = self._burst, []
+        actor = self._actor
+        if actor is not None:
+            actor.tell(SubmitMany(burst))
+            return
+        for _, reply in burst:
+            if reply is not None:
+                reply(None, Unavailable("this master stepped down or is stopping; retry"))
+
+
+def _stop(actor: ActorRef, coordinator: CommitCoordinator) -> None:
+    coordinator.stop()
+    actor.stop(block=True)

@@ -1,0 +1,95 @@
+"""``HotStandby``: a follower's copy of the master state, folded from the log as it grows.
+
+A follower opens the ZooKeeper log read-only and folds every new batch, so
+that it answers ``STATUS`` from current state and can take over quickly
+(DESIGN §5, step 5). The watch only wakes the owner; the fold runs on the
+owner's thread (the leadership recipe's control thread).
+
+State: ``_state`` (a ``MasterState``) and the read-only view, guarded by
+``_lock``: ``refold`` runs on the control thread, ``status`` on the RPC
+server's.
+
+Usage::
+
+    standby = HotStandby(ZooKeeperEventLog(zk, "/croupier", writer=False))
+    standby.watch(lambda: wake_up.set())       # on kazoo's thread: must not block
+    standby.refold()                           # later, on the owner's thread
+    body = standby.status({"role": "follower", "url": url})
+    standby.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from croupier.core.decide import status_reply
+from croupier.core.errors import CroupierError
+from croupier.core.events import decode_event
+from croupier.core.state import MasterState, apply
+from croupier.ha.eventlog import LogTruncated
+from croupier.ha.recovery import load_state
+from croupier.ha.zklog import ZooKeeperEventLog
+
+__all__ = ["HotStandby"]
+
+log = logging.getLogger(__name__)
+
+
+class HotStandby:
+    """The folded state behind a read-only view of the log.
+
+    Parameters:
+        view: a read-only ``ZooKeeperEventLog``; this object closes it.
+    """
+
+    def __init__(self, view: ZooKeeperEventLog) -> None:
+        self._view = view
+        self._lock = threading.Lock()
+        self._state = MasterState()
+        self._reload()
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on kazoo's thread whenever the log changes (and once now).
+
+        Raises:
+            Unavailable: the watch could not be set.
+        """
+        self._view.watch(callback)
+
+    def refold(self) -> None:
+        """Fold what was appended since the last fold; reload everything if it was truncated.
+
+        An unreachable log only defers the fold (the next watch or poll retries).
+        """
+        with self._lock:
+            try:
+                for seq, record in self._view.read(after=self._state.seq):
+                    apply(self._state, decode_event(record))
+                    self._state.seq = seq
+            except LogTruncated:
+                # a snapshot replaced the records this fold needed: start from it
+                self._reload()
+            except CroupierError as exc:
+                log.debug("follower fold deferred: %s", exc)
+
+    def _reload(self) -> None:
+        try:
+            self._state = load_state(self._view)
+        except CroupierError as exc:
+            log.debug("follower reload deferred: %s", exc)
+
+    def status(self, master: dict[str, Any]) -> dict[str, Any]:
+        """The ``STATUS`` reply from the folded state; ``master`` becomes its ``master`` object
+        (with the log's kind and the folded ``seq`` added)."""
+        with self._lock:
+            body = status_reply(self._state)
+            seq = self._state.seq
+        body["master"] = {**master, "log": "ZooKeeperEventLog", "seq": seq}
+        return body
+
+    def close(self) -> None:
+        """Close the view (idempotent)."""
+        self._view.close()

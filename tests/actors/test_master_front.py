@@ -1,0 +1,104 @@
+"""``MasterFront`` in-process, without ZooKeeper: idle answers, serving, taking a seat, leaving it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from croupier.actors.master_front import MasterFront
+from croupier.core import commands as c
+from croupier.core.commands import encode_command
+from croupier.core.config import MasterConfig
+from croupier.core.errors import Conflict, CroupierError, NotLeader, Unavailable
+from croupier.ha.eventlog import MemoryEventLog
+from croupier.transports.rpc import RpcClient
+
+
+def refuse(command: c.Command) -> dict[str, Any]:
+    if isinstance(command, c.Status):
+        return {"master": {"role": "follower"}}
+    raise NotLeader("ask the leader", {"leader": "tcp://leader:1"})
+
+
+@pytest.fixture
+def front() -> Iterator[MasterFront]:
+    front = MasterFront(
+        "tcp://127.0.0.1:0",
+        config=MasterConfig(sweep_interval=0, takeover_grace=0),
+        clock=lambda: 1000.0,
+        when_idle=refuse,
+        ensemble=lambda: {"followers": ["tcp://f:1"]},
+    ).start()
+    try:
+        yield front
+    finally:
+        front.stop()
+
+
+@pytest.fixture
+def rpc(front: MasterFront) -> Iterator[RpcClient]:
+    with RpcClient(front.url, timeout=10.0, retries=0) as client:
+        yield client
+
+
+def call(rpc: RpcClient, command: c.Command) -> dict[str, Any]:
+    return rpc.call(*encode_command(command)).body
+
+
+def test_without_an_actor_when_idle_answers(front: MasterFront, rpc: RpcClient) -> None:
+    assert call(rpc, c.Status()) == {"master": {"role": "follower"}}
+    with pytest.raises(NotLeader) as info:
+        call(rpc, c.RegisterApp("job"))
+    assert info.value.leader == "tcp://leader:1"
+    with pytest.raises(Unavailable):
+        front.describe()
+
+
+def test_serving_enriches_status_with_the_ensemble(front: MasterFront, rpc: RpcClient) -> None:
+    front.serve(MemoryEventLog())
+    call(rpc, c.RegisterApp("job"))
+    master = call(rpc, c.Status())["master"]
+    assert master["role"] == "standalone" and master["url"] == front.url
+    assert master["log"] == "MemoryEventLog" and master["followers"] == ["tcp://f:1"]
+    assert front.describe()["commands"] == 2
+
+
+def test_take_seat_logs_the_take_over_then_serves_as_leader(front: MasterFront, rpc: RpcClient) -> None:
+    errors: list[CroupierError] = []
+    front.take_seat(5, MemoryEventLog(), errors.append)
+    status = call(rpc, c.Status())
+    assert status["term"] == 5 and status["leader"] == front.url
+    assert status["master"]["role"] == "leader" and status["master"]["term"] == 5
+    front.stop_writes("test")
+    with pytest.raises(Unavailable, match="test"):
+        call(rpc, c.RegisterApp("job"))
+    front.reload("test over")
+    call(rpc, c.RegisterApp("job"))
+    front.leave_seat()
+    with pytest.raises(NotLeader):
+        call(rpc, c.RegisterApp("job"))
+    assert errors == []
+
+
+def test_a_take_over_that_cannot_be_logged_leaves_nothing_running(front: MasterFront, rpc: RpcClient) -> None:
+    log = MemoryEventLog()
+    front.take_seat(5, log, lambda _error: None)
+    front.leave_seat()
+    with pytest.raises(Conflict):
+        front.take_seat(5, log, lambda _error: None)  # term 5 is not newer than the logged one
+    with pytest.raises(NotLeader):
+        call(rpc, c.RegisterApp("job"))
+
+
+class UnreadableLog(MemoryEventLog):
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        raise Unavailable("the log cannot be read")
+
+
+def test_a_take_over_whose_actor_cannot_load_fails_at_once(front: MasterFront, rpc: RpcClient) -> None:
+    with pytest.raises(Unavailable, match="was not logged"):
+        front.take_seat(5, UnreadableLog(), lambda _error: None)
+    with pytest.raises(NotLeader):
+        call(rpc, c.RegisterApp("job"))
