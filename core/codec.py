@@ -2,34 +2,70 @@
 
 Commands, events and replies are frozen dataclasses whose fields are JSON
 types: ``int``, ``str``, ``bool``, ``float``, ``X | None``, ``tuple[X, ...]``,
-fixed ``tuple[X, Y]`` and ``dict[str, X]``. ``from_json`` checks every field and
-raises ``BadRequest`` with the field's path, so a wrong shape off the wire is a
-clear error rather than a crash deep in the master.
+fixed ``tuple[X, Y]``, ``dict[str, X]``, ``StrEnum`` subclasses (their wire
+strings) and nested dataclasses. ``from_json`` checks every field and raises
+``BadRequest`` with the field's path, so a wrong shape off the wire is a clear
+error rather than a crash deep in the master.
+
+A field declared ``field(default=None, metadata=OMITTED_WHEN_NONE)`` is left out of ``to_json``'s
+object while it is ``None`` (``from_json`` accepts it absent), for wire
+objects whose optional keys are absent rather than ``null``.
+
+Stateless apart from per-class caches (filled once, safe to share between threads).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar, Union
 
 from croupier.core.errors import BadRequest
 
-__all__ = ["from_json", "to_json"]
+__all__ = ["OMITTED_WHEN_NONE", "from_json", "to_json"]
 
 T = TypeVar("T")
 
+_OMIT_NONE = "croupier.omit_none"
+OMITTED_WHEN_NONE: Mapping[str, bool] = MappingProxyType({_OMIT_NONE: True})
+"""Field metadata: ``to_json`` leaves the field out of the object while its value is ``None``."""
+_SCALARS = (str, int, float, bool, type(None))
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """Per class, once: each field's name and whether it is omitted while ``None``."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(
+            (f.name, bool(f.metadata.get(_OMIT_NONE))) for f in dataclasses.fields(cls)
+        )
+    return names
+
 
 def to_json(obj: Any) -> Any:
-    """Turn a dataclass (recursively) into JSON-ready values; tuples become lists."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    """Turn a dataclass (recursively) into JSON-ready values; tuples become lists.
+
+    ``StrEnum`` members stay as they are: they are ``str`` instances, and JSON
+    encodes them as their wire strings.
+    """
+    if isinstance(obj, _SCALARS):
+        return obj
     if isinstance(obj, tuple | list):
         return [to_json(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): to_json(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for name, omit_none in _fields(type(obj)):
+            value = getattr(obj, name)
+            if value is not None or not omit_none:
+                out[name] = to_json(value)
+        return out
     return obj
 
 
@@ -115,6 +151,29 @@ def _any(value: Any, path: str) -> Any:
     return value
 
 
+def _nullable(convert: Converter) -> Converter:
+    """``X | None``: the error of ``X`` itself, so its path points into the value."""
+
+    def nullable(value: Any, path: str) -> Any:
+        return None if value is None else convert(value, path)
+
+    return nullable
+
+
+def _enum(cls: type[enum.StrEnum]) -> Converter:
+    members = {m.value: m for m in cls}
+
+    def member(value: Any, path: str) -> enum.StrEnum:
+        if type(value) is not str:
+            raise _expect("a string", value, path)
+        found = members.get(value)
+        if found is None:
+            raise BadRequest(f"{path}: {value!r} is not one of {sorted(members)}")
+        return found
+
+    return member
+
+
 def _compile(tp: Any) -> Converter:
     """A converter that checks and converts JSON values of type ``tp``."""
     supertype = getattr(tp, "__supertype__", None)
@@ -125,6 +184,8 @@ def _compile(tp: Any) -> Converter:
         args = typing.get_args(tp)
         nullable = type(None) in args
         options = [_compile(a) for a in args if a is not type(None)]
+        if nullable and len(options) == 1:
+            return _nullable(options[0])
 
         def union(value: Any, path: str) -> Any:
             if value is None and nullable:
@@ -177,6 +238,8 @@ def _compile(tp: Any) -> Converter:
     if dataclasses.is_dataclass(tp):
         cls = typing.cast(type, tp)
         return lambda value, path: from_json(cls, value, path)
+    if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+        return _enum(tp)
     simple: dict[Any, Converter] = {Any: _any, bool: _bool, int: _int, float: _float, str: _str}
     if tp in simple:
         return simple[tp]

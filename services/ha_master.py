@@ -43,6 +43,7 @@ from kazoo.retry import KazooRetry
 
 from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import MasterActor, Reload, ReplyFn, SetWritable, Submit, SubmitMany, Tick
+from croupier.core.codec import to_json
 from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
 from croupier.core.config import MasterConfig
 from croupier.core.decide import status_reply
@@ -417,7 +418,7 @@ class HaMasterService(Service):
             return
         if isinstance(command, Status):
             with self._fold_lock:
-                body = status_reply(self._follower_state)
+                body = to_json(status_reply(self._follower_state))
             body["master"] = {**self._ensemble(), "log": "ZooKeeperEventLog", "seq": self._follower_state.seq}
             responder.ok(body)
             return
