@@ -33,7 +33,7 @@ T = TypeVar("T")
 _OMIT_NONE = "croupier.omit_none"
 OMITTED_WHEN_NONE: Mapping[str, bool] = MappingProxyType({_OMIT_NONE: True})
 """Field metadata: ``to_json`` leaves the field out of the object while its value is ``None``."""
-_SCALARS = (str, int, float, bool, type(None))
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
@@ -50,11 +50,12 @@ def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
 def to_json(obj: Any) -> Any:
     """Turn a dataclass (recursively) into JSON-ready values; tuples become lists.
 
-    ``StrEnum`` members stay as they are: they are ``str`` instances, and JSON
-    encodes them as their wire strings.
+    ``StrEnum`` members become their plain wire strings.
     """
-    if isinstance(obj, _SCALARS):
+    if type(obj) in _PLAIN:
         return obj
+    if isinstance(obj, enum.Enum):
+        return obj.value
     if isinstance(obj, tuple | list):
         return [to_json(v) for v in obj]
     if isinstance(obj, dict):

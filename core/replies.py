@@ -69,17 +69,18 @@ class WorkerAddress:
         """Whether the master still has an address for this worker."""
         return bool(self.host) and self.status != WorkerStatus.REMOVED
 
+    # an unknown worker's URLs are "tcp://:0": invalid, so a push or fetch there fails at once
     @property
     def push_url(self) -> str:
-        return f"tcp://{self.host}:{self.push_port}"
+        return f"tcp://{self.host or ''}:{self.push_port or 0}"
 
     @property
     def replicate_url(self) -> str:
-        return f"tcp://{self.host}:{self.replicate_port}"
+        return f"tcp://{self.host or ''}:{self.replicate_port or 0}"
 
     @property
     def fetch_url(self) -> str:
-        return f"tcp://{self.host}:{self.fetch_port}"
+        return f"tcp://{self.host or ''}:{self.fetch_port or 0}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +229,14 @@ class LocationsBatchReply(ShuffleReadState):
     """GET_LOCATIONS_BATCH: the read state once, then one entry per partition asked."""
 
     partitions: tuple[PartitionLocations, ...]
+
+    def split(self) -> list[LocationsReply]:
+        """Each entry as the GET_LOCATIONS reply for its partition alone would carry it."""
+        shared = (self.app_id, self.shuffle_id, self.num_mappers, self.winners, self.committed)
+        return [
+            LocationsReply(*shared, e.partition, e.locations, e.lost, e.failed_copies)
+            for e in self.partitions
+        ]
 
 
 # -- admin and HA -------------------------------------------------------------------------------
