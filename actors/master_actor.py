@@ -42,7 +42,7 @@ from croupier.core.commands import (
 )
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
-from croupier.core.enums import WorkerStatus
+from croupier.core.enums import CopyRole, WorkerStatus
 from croupier.core.errors import CroupierError, InternalError, Unavailable
 from croupier.core.events import (
     AppExpired,
@@ -332,9 +332,11 @@ class MasterActor(pykka.ThreadingActor):
         copies = []
         for p in range(info.num_partitions):
             for loc in info.locations(p):
-                copies.append(Copy(p, loc.epoch, loc.primary, "primary", loc.incarnation(loc.primary)))
+                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, loc.incarnation(loc.primary)))
                 if loc.replica is not None:
-                    copies.append(Copy(p, loc.epoch, loc.replica, "replica", loc.incarnation(loc.replica)))
+                    copies.append(
+                        Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, loc.incarnation(loc.replica))
+                    )
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
         self._coordinator.commit(CommitPlan(app_id, shuffle_id, tuple(copies), workers, dict(info.winners)))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json
-from croupier.core.enums import WorkerStatus
+from croupier.core.enums import CopyRole, WorkerStatus
 from croupier.core.errors import BadRequest, InternalError
 
 __all__ = [
@@ -105,6 +105,11 @@ class PartitionLocation:
     @property
     def workers(self) -> list[str]:
         return [self.primary.worker_id] + ([self.replica.worker_id] if self.replica else [])
+
+    def copies(self) -> list[tuple[CopyRole, WorkerAddress]]:
+        """Each copy's role and address, the primary first."""
+        primary = (CopyRole.PRIMARY, self.primary)
+        return [primary, (CopyRole.REPLICA, self.replica)] if self.replica else [primary]
 
 
 # -- workers ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_r
 from croupier._routing import PartitionLocation, WorkerAddress
 from croupier.core.codec import to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
-from croupier.core.dataplane import PRIMARY, REPLICA, FetchChunk, OpenStream
+from croupier.core.dataplane import FetchChunk, OpenStream
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, DataLostError, NotCommitted, RequestTimeout, UnknownShuffle
 from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleReadState
@@ -173,9 +173,7 @@ class Reader:
         """The copies of ``location`` to try, in order, and why the others are not tried."""
         copies: list[tuple[str, WorkerAddress]] = []
         errors: list[str] = []
-        for role, address in ((PRIMARY, location.primary), (REPLICA, location.replica)):
-            if address is None:
-                continue
+        for role, address in location.copies():
             if (location.epoch, address.worker_id) in failed:
                 errors.append(f"{address.worker_id} ({role}): failed at commit")
                 continue
@@ -263,13 +261,13 @@ class Reader:
             log.warning("cannot refresh the locations of partition %d: %s", self.partition, exc)
             return []
         before = {address.worker_id: address for _, address in tried}
-        moved = []
+        moved: list[tuple[str, WorkerAddress]] = []
         for fresh in reply.locations:
             if fresh.epoch != location.epoch:
                 continue
-            for role, address in ((PRIMARY, fresh.primary), (REPLICA, fresh.replica)):
-                old = before.get(address.worker_id) if address is not None else None
-                if address is not None and old is not None and address.incarnation != old.incarnation:
+            for role, address in fresh.copies():
+                old = before.get(address.worker_id)
+                if old is not None and address.incarnation != old.incarnation:
                     moved.append((role, address))
         return moved
 
