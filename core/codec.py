@@ -34,40 +34,86 @@ _OMIT_NONE = "croupier.omit_none"
 OMITTED_WHEN_NONE: Mapping[str, bool] = MappingProxyType({_OMIT_NONE: True})
 """Field metadata: ``to_json`` leaves the field out of the object while its value is ``None``."""
 _PLAIN = frozenset({str, int, float, bool, type(None)})
-_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-
-
-def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """Per class, once: each field's name and whether it is omitted while ``None``."""
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(
-            (f.name, bool(f.metadata.get(_OMIT_NONE))) for f in dataclasses.fields(cls)
-        )
-    return names
+Encoder = Callable[[Any, dict[int, tuple[Any, Any]]], Any]
+_ENCODERS: dict[type, Encoder] = {}
 
 
 def to_json(obj: Any) -> Any:
     """Turn a dataclass (recursively) into JSON-ready values; tuples become lists.
 
-    ``StrEnum`` members become their plain wire strings.
+    ``StrEnum`` members become their plain wire strings. A frozen dataclass
+    instance that occurs several times (a worker's address in every location
+    of a batch reply) is encoded once, and its JSON object is shared within
+    the result: change the result's nested objects only after copying them.
     """
-    if type(obj) in _PLAIN:
+    return _encode(obj, {})
+
+
+def _encode(obj: Any, seen: dict[int, tuple[Any, Any]]) -> Any:
+    kind = type(obj)
+    if kind in _PLAIN:
         return obj
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, tuple | list):
-        return [to_json(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): to_json(v) for k, v in obj.items()}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {}
-        for name, omit_none in _fields(type(obj)):
+    encoder = _ENCODERS.get(kind)
+    if encoder is None:
+        encoder = _ENCODERS[kind] = _encoder(kind)
+    return encoder(obj, seen)
+
+
+def _encoder(kind: type) -> Encoder:
+    """Per type, once: how ``to_json`` encodes its values."""
+    if issubclass(kind, enum.Enum):
+        return lambda obj, seen: obj.value
+    if issubclass(kind, tuple | list):
+        return lambda obj, seen: [_encode(v, seen) for v in obj]
+    if issubclass(kind, dict):
+        return lambda obj, seen: {str(k): _encode(v, seen) for k, v in obj.items()}
+    if dataclasses.is_dataclass(kind):
+        return _dataclass_encoder(kind)
+    return lambda obj, seen: obj
+
+
+def _dataclass_encoder(cls: type) -> Encoder:
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # a class defined where its annotations cannot be resolved: check every value
+        hints = {}
+    # (name, whether the value is a JSON scalar as it is, whether None is left out)
+    fields = [
+        (f.name, _is_plain(hints.get(f.name)), bool(f.metadata.get(_OMIT_NONE)))
+        for f in dataclasses.fields(cls)
+    ]
+
+    def encode(obj: Any, seen: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, plain, omit_none in fields:
             value = getattr(obj, name)
-            if value is not None or not omit_none:
-                out[name] = to_json(value)
+            if value is None:
+                if not omit_none:
+                    out[name] = None
+            else:
+                out[name] = value if plain else _encode(value, seen)
         return out
-    return obj
+
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return encode
+
+    def shared(obj: Any, seen: dict[int, tuple[Any, Any]]) -> Any:
+        # keyed by id: the entry keeps ``obj`` alive, so the id cannot be reused meanwhile
+        hit = seen.get(id(obj))
+        if hit is None:
+            hit = seen[id(obj)] = (obj, encode(obj, seen))
+        return hit[1]
+
+    return shared
+
+
+def _is_plain(tp: Any) -> bool:
+    """Whether values of type ``tp`` are JSON scalars that need no conversion."""
+    if tp in _PLAIN:
+        return True
+    origin = typing.get_origin(tp)
+    return origin in (Union, types.UnionType) and all(a in _PLAIN for a in typing.get_args(tp))
 
 
 Converter = Callable[[Any, str], Any]
