@@ -31,17 +31,18 @@ import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
 from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan, Copy
+from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
     Command,
     LoseWorker,
     RegisterShuffle,
     RegisterWorker,
-    Status,
     WorkerHeartbeat,
 )
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
+from croupier.core.enums import CopyRole, WorkerStatus
 from croupier.core.errors import CroupierError, InternalError, Unavailable
 from croupier.core.events import (
     AppExpired,
@@ -56,7 +57,8 @@ from croupier.core.events import (
     encode_event,
 )
 from croupier.core.placement import ewma, load_score
-from croupier.core.state import ACTIVE, DECOMMISSIONING, LOST, MasterState, apply
+from croupier.core.replies import MasterInfo, StatusReply
+from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
@@ -111,7 +113,7 @@ class MasterActor(pykka.ThreadingActor):
         config: timeouts, snapshot interval, placement.
         clock: wall-clock seconds (passed in so tests control time).
         rng: randomness for placement and app ids.
-        info: extra fields for ``Status`` replies (role, URL, log kind).
+        info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.
     """
 
     def __init__(
@@ -177,7 +179,7 @@ class MasterActor(pykka.ThreadingActor):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
         if self._coordinator is not None:
             for worker in self.state.workers.values():
-                self._coordinator.set_lost(worker.worker_id, worker.status == LOST)
+                self._coordinator.set_lost(worker.worker_id, worker.status == WorkerStatus.LOST)
         for info in self.state.shuffles.values():
             if info.all_ended and info.commit is None:
                 self._start_commit(info.app_id, info.shuffle_id)
@@ -234,7 +236,7 @@ class MasterActor(pykka.ThreadingActor):
                 self._writable = writable
                 self._unwritable_reason = reason
             case "describe":
-                return self._describe()
+                return to_json(self._master_info())
             case _:
                 log.warning("MasterActor ignored unknown message %r", message)
         return None
@@ -256,8 +258,8 @@ class MasterActor(pykka.ThreadingActor):
             log.exception("decide failed on %r", command)
             self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
             return
-        if isinstance(command, Status):
-            body = {**body, "master": self._describe()}
+        if isinstance(body, StatusReply):
+            body = dataclasses.replace(body, master=self._master_info())
         records: list[bytes] = []
         try:
             for event in events:
@@ -274,7 +276,7 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_seen[command.worker_id] = now
         if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
             self._apps[command.app_id].tell(AppHeartbeatSeen(now))
-        self._committer.submit(records, _deliver(reply, body, None))
+        self._committer.submit(records, _deliver(reply, to_json(body), None))
         if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
             self._last_snapshot = self.state.seq
             self._committer.submit_snapshot(self.state.seq, self.state.snapshot_bytes())
@@ -319,7 +321,7 @@ class MasterActor(pykka.ThreadingActor):
         return {
             w.worker_id: f"tcp://{w.host}:{w.control_port}"
             for w in self.state.workers.values()
-            if w.status != LOST
+            if w.status != WorkerStatus.LOST
         }
 
     def _start_commit(self, app_id: str, shuffle_id: int) -> None:
@@ -330,9 +332,11 @@ class MasterActor(pykka.ThreadingActor):
         copies = []
         for p in range(info.num_partitions):
             for loc in info.locations(p):
-                copies.append(Copy(p, loc.epoch, loc.primary, "primary", loc.incarnation(loc.primary)))
+                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, loc.incarnation(loc.primary)))
                 if loc.replica is not None:
-                    copies.append(Copy(p, loc.epoch, loc.replica, "replica", loc.incarnation(loc.replica)))
+                    copies.append(
+                        Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, loc.incarnation(loc.replica))
+                    )
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
         self._coordinator.commit(CommitPlan(app_id, shuffle_id, tuple(copies), workers, dict(info.winners)))
@@ -346,7 +350,7 @@ class MasterActor(pykka.ThreadingActor):
             return
         timeout = self._config.worker_timeout
         for wid, worker in self.state.workers.items():
-            if worker.status not in (ACTIVE, DECOMMISSIONING):
+            if worker.status not in (WorkerStatus.ACTIVE, WorkerStatus.DECOMMISSIONING):
                 continue
             silent = now - self._worker_seen.get(wid, now)
             if silent > timeout:
@@ -357,19 +361,19 @@ class MasterActor(pykka.ThreadingActor):
         for ref in self._apps.values():
             ref.tell(AppTick(now))
 
-    def _describe(self) -> dict[str, Any]:
+    def _master_info(self) -> MasterInfo:
         now = self._clock()
-        return {
+        return MasterInfo(
             **self._info,
-            "seq": self.state.seq,
-            "commands": self.commands,
-            "log_groups": self._committer.groups,
-            "log_records": self._committer.records,
-            "in_grace": now < self._grace_until,
-            "writable": self._writable,
-            "worker_heartbeat_age": {w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
-            "worker_load": dict(sorted(self._worker_load.items())),
-        }
+            seq=self.state.seq,
+            commands=self.commands,
+            log_groups=self._committer.groups,
+            log_records=self._committer.records,
+            in_grace=now < self._grace_until,
+            writable=self._writable,
+            worker_heartbeat_age={w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
+            worker_load=dict(sorted(self._worker_load.items())),
+        )
 
 
 def _deliver(

@@ -2,35 +2,118 @@
 
 Commands, events and replies are frozen dataclasses whose fields are JSON
 types: ``int``, ``str``, ``bool``, ``float``, ``X | None``, ``tuple[X, ...]``,
-fixed ``tuple[X, Y]`` and ``dict[str, X]``. ``from_json`` checks every field and
-raises ``BadRequest`` with the field's path, so a wrong shape off the wire is a
-clear error rather than a crash deep in the master.
+fixed ``tuple[X, Y]``, ``dict[str, X]``, ``StrEnum`` subclasses (their wire
+strings) and nested dataclasses. ``from_json`` checks every field and raises
+``BadRequest`` with the field's path, so a wrong shape off the wire is a clear
+error rather than a crash deep in the master.
+
+A field declared ``field(default=None, metadata=OMITTED_WHEN_NONE)`` is left out of ``to_json``'s
+object while it is ``None`` (``from_json`` accepts it absent), for wire
+objects whose optional keys are absent rather than ``null``.
+
+Stateless apart from per-class caches (filled once, safe to share between threads).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar, Union
 
 from croupier.core.errors import BadRequest
 
-__all__ = ["from_json", "to_json"]
+__all__ = ["OMITTED_WHEN_NONE", "from_json", "to_json"]
 
 T = TypeVar("T")
 
+_OMIT_NONE = "croupier.omit_none"
+OMITTED_WHEN_NONE: Mapping[str, bool] = MappingProxyType({_OMIT_NONE: True})
+"""Field metadata: ``to_json`` leaves the field out of the object while its value is ``None``."""
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+Encoder = Callable[[Any, dict[int, tuple[Any, Any]]], Any]
+_ENCODERS: dict[type, Encoder] = {}
+
 
 def to_json(obj: Any) -> Any:
-    """Turn a dataclass (recursively) into JSON-ready values; tuples become lists."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, tuple | list):
-        return [to_json(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): to_json(v) for k, v in obj.items()}
-    return obj
+    """Turn a dataclass (recursively) into JSON-ready values; tuples become lists.
+
+    ``StrEnum`` members become their plain wire strings. A frozen dataclass
+    instance that occurs several times (a worker's address in every location
+    of a batch reply) is encoded once, and its JSON object is shared within
+    the result: change the result's nested objects only after copying them.
+    """
+    return _encode(obj, {})
+
+
+def _encode(obj: Any, seen: dict[int, tuple[Any, Any]]) -> Any:
+    kind = type(obj)
+    if kind in _PLAIN:
+        return obj
+    encoder = _ENCODERS.get(kind)
+    if encoder is None:
+        encoder = _ENCODERS[kind] = _encoder(kind)
+    return encoder(obj, seen)
+
+
+def _encoder(kind: type) -> Encoder:
+    """Per type, once: how ``to_json`` encodes its values."""
+    if issubclass(kind, enum.Enum):
+        return lambda obj, seen: obj.value
+    if issubclass(kind, tuple | list):
+        return lambda obj, seen: [_encode(v, seen) for v in obj]
+    if issubclass(kind, dict):
+        return lambda obj, seen: {str(k): _encode(v, seen) for k, v in obj.items()}
+    if dataclasses.is_dataclass(kind):
+        return _dataclass_encoder(kind)
+    return lambda obj, seen: obj
+
+
+def _dataclass_encoder(cls: type) -> Encoder:
+    try:
+        hints = typing.get_type_hints(cls)
+    except NameError:  # a class defined where its annotations cannot be resolved: check every value
+        hints = {}
+    # (name, whether the value is a JSON scalar as it is, whether None is left out)
+    fields = [
+        (f.name, _is_plain(hints.get(f.name)), bool(f.metadata.get(_OMIT_NONE)))
+        for f in dataclasses.fields(cls)
+    ]
+
+    def encode(obj: Any, seen: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, plain, omit_none in fields:
+            value = getattr(obj, name)
+            if value is None:
+                if not omit_none:
+                    out[name] = None
+            else:
+                out[name] = value if plain else _encode(value, seen)
+        return out
+
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return encode
+
+    def shared(obj: Any, seen: dict[int, tuple[Any, Any]]) -> Any:
+        # keyed by id: the entry keeps ``obj`` alive, so the id cannot be reused meanwhile
+        hit = seen.get(id(obj))
+        if hit is None:
+            hit = seen[id(obj)] = (obj, encode(obj, seen))
+        return hit[1]
+
+    return shared
+
+
+def _is_plain(tp: Any) -> bool:
+    """Whether values of type ``tp`` are JSON scalars that need no conversion."""
+    if tp in _PLAIN:
+        return True
+    origin = typing.get_origin(tp)
+    return origin in (Union, types.UnionType) and all(a in _PLAIN for a in typing.get_args(tp))
 
 
 Converter = Callable[[Any, str], Any]
@@ -115,6 +198,29 @@ def _any(value: Any, path: str) -> Any:
     return value
 
 
+def _nullable(convert: Converter) -> Converter:
+    """``X | None``: the error of ``X`` itself, so its path points into the value."""
+
+    def nullable(value: Any, path: str) -> Any:
+        return None if value is None else convert(value, path)
+
+    return nullable
+
+
+def _enum(cls: type[enum.StrEnum]) -> Converter:
+    members = {m.value: m for m in cls}
+
+    def member(value: Any, path: str) -> enum.StrEnum:
+        if type(value) is not str:
+            raise _expect("a string", value, path)
+        found = members.get(value)
+        if found is None:
+            raise BadRequest(f"{path}: {value!r} is not one of {sorted(members)}")
+        return found
+
+    return member
+
+
 def _compile(tp: Any) -> Converter:
     """A converter that checks and converts JSON values of type ``tp``."""
     supertype = getattr(tp, "__supertype__", None)
@@ -125,6 +231,8 @@ def _compile(tp: Any) -> Converter:
         args = typing.get_args(tp)
         nullable = type(None) in args
         options = [_compile(a) for a in args if a is not type(None)]
+        if nullable and len(options) == 1:
+            return _nullable(options[0])
 
         def union(value: Any, path: str) -> Any:
             if value is None and nullable:
@@ -177,6 +285,8 @@ def _compile(tp: Any) -> Converter:
     if dataclasses.is_dataclass(tp):
         cls = typing.cast(type, tp)
         return lambda value, path: from_json(cls, value, path)
+    if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+        return _enum(tp)
     simple: dict[Any, Converter] = {Any: _any, bool: _bool, int: _int, float: _float, str: _str}
     if tp in simple:
         return simple[tp]

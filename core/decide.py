@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from croupier.core.commands import (
@@ -39,6 +40,7 @@ from croupier.core.commands import (
     UnregisterShuffle,
     WorkerHeartbeat,
 )
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, UnknownApp, UnknownShuffle, UnknownWorker
 from croupier.core.events import (
     AppExpired,
@@ -57,12 +59,33 @@ from croupier.core.events import (
     WorkerRegistered,
 )
 from croupier.core.placement import Candidate, place
-from croupier.core.state import ACTIVE, LOST, Location, MasterState, ShuffleInfo
+from croupier.core.replies import (
+    AppHeartbeatReply,
+    AppRow,
+    ChangedReply,
+    DecommissionReply,
+    LocationsBatchReply,
+    LocationsReply,
+    MapperEndReply,
+    PartitionLocation,
+    PartitionLocations,
+    PingReply,
+    RegisterAppReply,
+    RegisterWorkerReply,
+    Reply,
+    ShuffleSummary,
+    StatusReply,
+    TakeOverReply,
+    WorkerAddress,
+    WorkerHeartbeatReply,
+    WorkerRow,
+)
+from croupier.core.state import Location, MasterState, ShuffleInfo, WorkerInfo
 
 __all__ = ["Decision", "decide", "locations_reply", "shuffle_reply", "status_reply"]
 
-Reply = dict[str, Any]
 Decision = tuple[Reply, list[Event]]
+FailedCopies = dict[int, list[tuple[int, str]]]
 
 
 def _app(state: MasterState, app_id: str) -> None:
@@ -92,63 +115,72 @@ def candidates(state: MasterState, avoid: frozenset[str] = frozenset()) -> list[
     ]
 
 
-def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Reply:
+def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> LocationsReply:
     """Every epoch of a partition with worker addresses, plus the winners and commit state."""
-    return {**_shuffle_read_state(info), **_partition_locations(state, info, partition)}
+    entry = _partition_locations(_Addresses(state), info, partition, _failed_copies(info))
+    return LocationsReply(
+        *_read_state(info), entry.partition, entry.locations, entry.lost, entry.failed_copies
+    )
 
 
-def locations_batch_reply(state: MasterState, info: ShuffleInfo, partitions: tuple[int, ...]) -> Reply:
+def locations_batch_reply(
+    state: MasterState, info: ShuffleInfo, partitions: tuple[int, ...]
+) -> LocationsBatchReply:
     """``locations_reply`` for several partitions: the shared part once, then one entry each."""
-    failed = _failed_copies(info)
-    return {
-        **_shuffle_read_state(info),
-        "partitions": [_partition_locations(state, info, p, failed) for p in partitions],
-    }
+    addresses, failed = _Addresses(state), _failed_copies(info)
+    return LocationsBatchReply(
+        *_read_state(info), tuple(_partition_locations(addresses, info, p, failed) for p in partitions)
+    )
 
 
-def _shuffle_read_state(info: ShuffleInfo) -> Reply:
-    return {
-        "app_id": info.app_id,
-        "shuffle_id": info.shuffle_id,
-        "num_mappers": info.num_mappers,
-        # winners[m] = winning attempt of map m, or -1 while it has not ended
-        "winners": [info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers)],
-        "committed": info.commit is not None,
-    }
+def _read_state(info: ShuffleInfo) -> tuple[str, int, int, tuple[int, ...], bool]:
+    """The fields of ``ShuffleReadState``, in order."""
+    # winners[m] = winning attempt of map m, or -1 while it has not ended
+    winners = tuple(info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers))
+    return info.app_id, info.shuffle_id, info.num_mappers, winners, info.commit is not None
 
 
-def _failed_copies(info: ShuffleInfo) -> dict[int, list[list[Any]]]:
-    failed: dict[int, list[list[Any]]] = {}
+def _failed_copies(info: ShuffleInfo) -> FailedCopies:
+    failed: FailedCopies = {}
     for p, e, w in info.commit.lost_copies if info.commit else ():
-        failed.setdefault(p, []).append([e, w])
+        failed.setdefault(p, []).append((e, w))
     return failed
 
 
+class _Addresses:
+    """Worker id -> address for one reply, each built once (a batch names the same workers often)."""
+
+    def __init__(self, state: MasterState) -> None:
+        self._workers = state.workers
+        self._cache: dict[str, WorkerAddress] = {}
+
+    def __call__(self, wid: str) -> WorkerAddress:
+        address = self._cache.get(wid)
+        if address is None:
+            worker = self._workers.get(wid)
+            address = worker.address() if worker is not None else WorkerAddress(wid)  # removed
+            self._cache[wid] = address
+        return address
+
+
 def _partition_locations(
-    state: MasterState, info: ShuffleInfo, partition: int, failed: dict[int, list[list[Any]]] | None = None
-) -> Reply:
+    addr: _Addresses, info: ShuffleInfo, partition: int, failed: FailedCopies
+) -> PartitionLocations:
     if not 0 <= partition < info.num_partitions:
         raise BadRequest(f"partition {partition} is out of range 0..{info.num_partitions - 1}")
-
-    def addr(wid: str | None) -> dict[str, Any] | None:
-        if wid is None:
-            return None
-        worker = state.workers.get(wid)
-        return worker.address() if worker is not None else {"worker_id": wid, "status": "removed"}
-
     commit = info.commit
-    return {
-        "partition": partition,
-        "locations": [
-            {"epoch": loc.epoch, "primary": addr(loc.primary), "replica": addr(loc.replica)}
+    return PartitionLocations(
+        partition,
+        tuple(
+            PartitionLocation(loc.epoch, addr(loc.primary), addr(loc.replica) if loc.replica else None)
             for loc in info.locations(partition)
-        ],
-        "lost": commit is not None and partition in commit.lost_partitions,
-        "failed_copies": (failed if failed is not None else _failed_copies(info)).get(partition, []),
-    }
+        ),
+        commit is not None and partition in commit.lost_partitions,
+        tuple(failed.get(partition, ())),
+    )
 
 
-def shuffle_reply(info: ShuffleInfo, state: MasterState | None = None) -> Reply:
+def shuffle_reply(info: ShuffleInfo, state: MasterState | None = None) -> ShuffleSummary:
     """A shuffle's summary; with ``state``, also what writers need to push.
 
     ``workers`` maps every worker of the shuffle to its address, and ``revived``
@@ -156,47 +188,54 @@ def shuffle_reply(info: ShuffleInfo, state: MasterState | None = None) -> Reply:
     ``[partition, epoch, primary, replica]``.
     """
     commit = info.commit
-    extra: Reply = {}
+    workers = revived = None
     if state is not None:
-        extra["workers"] = {
-            wid: state.workers[wid].address() for wid in sorted(info.workers()) if wid in state.workers
-        }
-        extra["revived"] = [
-            [p, locs[-1].epoch, locs[-1].primary, locs[-1].replica]
+        known = sorted(wid for wid in info.workers() if wid in state.workers)
+        workers = {wid: state.workers[wid].address() for wid in known}
+        revived = tuple(
+            (p, locs[-1].epoch, locs[-1].primary, locs[-1].replica)
             for p, locs in sorted(info.revivals.items())
-        ]
-    return {
-        **extra,
-        "app_id": info.app_id,
-        "shuffle_id": info.shuffle_id,
-        "num_mappers": info.num_mappers,
-        "num_partitions": info.num_partitions,
-        "replicate": info.replicate,
-        "pairs": [list(p) for p in info.pairs],
-        "revived_partitions": len(info.revivals),
-        "mappers_ended": len(info.winners),
-        "committed": commit is not None,
-        "lost_partitions": list(commit.lost_partitions) if commit else [],
-        "total_bytes": commit.total_bytes if commit else 0,
-    }
+        )
+    return ShuffleSummary(
+        workers=workers,
+        revived=revived,
+        app_id=info.app_id,
+        shuffle_id=info.shuffle_id,
+        num_mappers=info.num_mappers,
+        num_partitions=info.num_partitions,
+        replicate=info.replicate,
+        pairs=info.pairs,
+        revived_partitions=len(info.revivals),
+        mappers_ended=len(info.winners),
+        committed=commit is not None,
+        lost_partitions=commit.lost_partitions if commit else (),
+        total_bytes=commit.total_bytes if commit else 0,
+    )
 
 
-def status_reply(state: MasterState) -> Reply:
-    """The durable state as admin sees it."""
-    return {
-        "term": state.term,
-        "leader": state.leader,
-        "seq": state.seq,
-        "workers": [
-            {**w.address(), "slots": w.slots, "used_slots": w.used_slots, "excluded": w.excluded}
-            for w in sorted(state.workers.values(), key=lambda w: w.worker_id)
-        ],
-        "apps": [
-            {"app_id": a.app_id, "name": a.name, "shuffles": len(state.app_shuffles(a.app_id))}
+def status_reply(state: MasterState) -> StatusReply:
+    """The durable state as admin sees it (the answering service adds ``master``)."""
+    return StatusReply(
+        state.term,
+        state.leader,
+        state.seq,
+        tuple(_worker_row(w) for w in sorted(state.workers.values(), key=lambda w: w.worker_id)),
+        tuple(
+            AppRow(a.app_id, a.name, len(state.app_shuffles(a.app_id)))
             for a in sorted(state.apps.values(), key=lambda a: a.app_id)
-        ],
-        "shuffles": [shuffle_reply(s) for _, s in sorted(state.shuffles.items())],
-    }
+        ),
+        tuple(shuffle_reply(s) for _, s in sorted(state.shuffles.items())),
+    )
+
+
+def _worker_row(w: WorkerInfo) -> WorkerRow:
+    return WorkerRow(
+        *(w.worker_id, w.host, w.control_port, w.push_port, w.replicate_port, w.fetch_port),
+        *(w.incarnation, w.status),
+        slots=w.slots,
+        used_slots=w.used_slots,
+        excluded=w.excluded,
+    )
 
 
 # -- handlers ---------------------------------------------------------------------------------
@@ -206,12 +245,12 @@ def _register_worker(state: MasterState, cmd: RegisterWorker, now: float, rng: r
     old = state.workers.get(cmd.worker_id)
     same = (
         old is not None
-        and old.status == ACTIVE
+        and old.status == WorkerStatus.ACTIVE
         and (old.host, old.control_port, old.push_port, old.replicate_port, old.fetch_port)
         == (cmd.host, cmd.control_port, cmd.push_port, cmd.replicate_port, cmd.fetch_port)
         and (old.slots, old.incarnation) == (cmd.slots, cmd.incarnation)
     )
-    reply = {"worker_id": cmd.worker_id, "incarnation": cmd.incarnation}
+    reply = RegisterWorkerReply(cmd.worker_id, cmd.incarnation)
     if same:
         return reply, []
     return reply, [
@@ -231,31 +270,32 @@ def _register_worker(state: MasterState, cmd: RegisterWorker, now: float, rng: r
 
 def _worker_heartbeat(state: MasterState, cmd: WorkerHeartbeat, now: float, rng: random.Random) -> Decision:
     worker = state.workers.get(cmd.worker_id)
-    if worker is None or worker.incarnation != cmd.incarnation or worker.status == LOST:
+    if worker is None or worker.incarnation != cmd.incarnation or worker.status == WorkerStatus.LOST:
         # the worker re-registers: it was lost, or the master never knew this incarnation
         raise UnknownWorker(f"worker {cmd.worker_id!r} (incarnation {cmd.incarnation}) must register again")
-    return {"status": worker.status, "excluded": worker.excluded}, []
+    return WorkerHeartbeatReply(worker.status, worker.excluded), []
 
 
 def _lose_worker(state: MasterState, cmd: LoseWorker, now: float, rng: random.Random) -> Decision:
     _worker(state, cmd.worker_id)
-    if state.workers[cmd.worker_id].status == LOST:
-        return {"changed": False}, []
-    return {"changed": True}, [WorkerLost(cmd.worker_id, cmd.reason, now)]
+    if state.workers[cmd.worker_id].status == WorkerStatus.LOST:
+        return ChangedReply(False), []
+    return ChangedReply(True), [WorkerLost(cmd.worker_id, cmd.reason, now)]
 
 
 def _exclude_worker(state: MasterState, cmd: ExcludeWorker, now: float, rng: random.Random) -> Decision:
     _worker(state, cmd.worker_id)
     if state.workers[cmd.worker_id].excluded == cmd.excluded:
-        return {"changed": False}, []
-    return {"changed": True}, [WorkerExcluded(cmd.worker_id, cmd.excluded, cmd.reason)]
+        return ChangedReply(False), []
+    return ChangedReply(True), [WorkerExcluded(cmd.worker_id, cmd.excluded, cmd.reason)]
 
 
 def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: random.Random) -> Decision:
     _worker(state, cmd.worker_id)
-    if state.workers[cmd.worker_id].status != ACTIVE:
-        return {"changed": False, "status": state.workers[cmd.worker_id].status}, []
-    return {"changed": True, "status": "decommissioning"}, [WorkerDecommissioning(cmd.worker_id)]
+    status = state.workers[cmd.worker_id].status
+    if status != WorkerStatus.ACTIVE:
+        return DecommissionReply(False, status), []
+    return DecommissionReply(True, WorkerStatus.DECOMMISSIONING), [WorkerDecommissioning(cmd.worker_id)]
 
 
 def _register_app(state: MasterState, cmd: RegisterApp, now: float, rng: random.Random) -> Decision:
@@ -264,7 +304,7 @@ def _register_app(state: MasterState, cmd: RegisterApp, now: float, rng: random.
         if existing is not None:
             if existing.name != cmd.name:
                 raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
-            return {"app_id": cmd.app_id, "name": cmd.name}, []
+            return RegisterAppReply(cmd.app_id, cmd.name), []
         new_id = cmd.app_id
     else:
         for _ in range(100):
@@ -273,24 +313,24 @@ def _register_app(state: MasterState, cmd: RegisterApp, now: float, rng: random.
                 break
         else:  # pragma: no cover - 2**40 ids
             raise Conflict("could not find a free app id")
-    return {"app_id": new_id, "name": cmd.name}, [AppRegistered(new_id, cmd.name, now)]
+    return RegisterAppReply(new_id, cmd.name), [AppRegistered(new_id, cmd.name, now)]
 
 
 def _app_heartbeat(state: MasterState, cmd: AppHeartbeat, now: float, rng: random.Random) -> Decision:
     _app(state, cmd.app_id)
-    return {"app_id": cmd.app_id}, []
+    return AppHeartbeatReply(cmd.app_id), []
 
 
 def _unregister_app(state: MasterState, cmd: UnregisterApp, now: float, rng: random.Random) -> Decision:
     if cmd.app_id not in state.apps:
-        return {"changed": False}, []  # idempotent: a retried unregister is not an error
-    return {"changed": True}, [AppUnregistered(cmd.app_id)]
+        return ChangedReply(False), []  # idempotent: a retried unregister is not an error
+    return ChangedReply(True), [AppUnregistered(cmd.app_id)]
 
 
 def _expire_app(state: MasterState, cmd: ExpireApp, now: float, rng: random.Random) -> Decision:
     if cmd.app_id not in state.apps:
-        return {"changed": False}, []
-    return {"changed": True}, [AppExpired(cmd.app_id, now)]
+        return ChangedReply(False), []
+    return ChangedReply(True), [AppExpired(cmd.app_id, now)]
 
 
 def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng: random.Random) -> Decision:
@@ -374,15 +414,11 @@ def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Rand
         raise BadRequest(f"map_id {cmd.map_id} is out of range 0..{info.num_mappers - 1}")
     winner = info.winners.get(cmd.map_id)
     if winner is not None:
-        return {
-            "winner": winner[0],
-            "won": winner[0] == cmd.attempt_id,
-            "all_ended": info.all_ended,
-        }, []
+        return MapperEndReply(winner[0], winner[0] == cmd.attempt_id, info.all_ended), []
     if info.commit is not None:  # pragma: no cover - commit needs every map ended
         raise Conflict("shuffle already committed")
     ended = len(info.winners) + 1
-    return {"winner": cmd.attempt_id, "won": True, "all_ended": ended == info.num_mappers}, [
+    return MapperEndReply(cmd.attempt_id, True, ended == info.num_mappers), [
         MapperEnded(cmd.app_id, cmd.shuffle_id, cmd.map_id, cmd.attempt_id, cmd.touched)
     ]
 
@@ -418,8 +454,9 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         cmd.total_batches,
         now,
     )
-    reply = shuffle_reply(info)
-    reply.update(committed=True, lost_partitions=sorted(lost), total_bytes=cmd.total_bytes)
+    reply = replace(
+        shuffle_reply(info), committed=True, lost_partitions=tuple(sorted(lost)), total_bytes=cmd.total_bytes
+    )
     return reply, [event]
 
 
@@ -443,8 +480,8 @@ def _unregister_shuffle(
     state: MasterState, cmd: UnregisterShuffle, now: float, rng: random.Random
 ) -> Decision:
     if state.shuffle(cmd.app_id, cmd.shuffle_id) is None:
-        return {"changed": False}, []
-    return {"changed": True}, [ShuffleUnregistered(cmd.app_id, cmd.shuffle_id)]
+        return ChangedReply(False), []
+    return ChangedReply(True), [ShuffleUnregistered(cmd.app_id, cmd.shuffle_id)]
 
 
 def _status(state: MasterState, cmd: Status, now: float, rng: random.Random) -> Decision:
@@ -454,11 +491,11 @@ def _status(state: MasterState, cmd: Status, now: float, rng: random.Random) -> 
 def _take_over(state: MasterState, cmd: TakeOver, now: float, rng: random.Random) -> Decision:
     if cmd.term <= state.term:
         raise Conflict(f"term {cmd.term} is not newer than the logged term {state.term}")
-    return {"term": cmd.term}, [LeaderChanged(cmd.term, cmd.leader)]
+    return TakeOverReply(cmd.term), [LeaderChanged(cmd.term, cmd.leader)]
 
 
 def _ping(state: MasterState, cmd: Ping, now: float, rng: random.Random) -> Decision:
-    return {"pong": True, "term": state.term}, []
+    return PingReply(True, state.term), []
 
 
 _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random], Decision]] = {

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from croupier.core.codec import from_json, to_json
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError
 from croupier.core.events import (
     AppExpired,
@@ -41,6 +42,7 @@ from croupier.core.events import (
     WorkerRemoved,
 )
 from croupier.core.placement import slots_per_worker
+from croupier.core.replies import WorkerAddress
 
 __all__ = [
     "AppInfo",
@@ -53,9 +55,9 @@ __all__ = [
     "apply",
 ]
 
-ACTIVE = "active"
-LOST = "lost"
-DECOMMISSIONING = "decommissioning"
+# short names for the statuses ``apply`` sets
+LOST = WorkerStatus.LOST
+DECOMMISSIONING = WorkerStatus.DECOMMISSIONING
 
 
 class InvalidEvent(CroupierError):
@@ -74,7 +76,7 @@ class WorkerInfo:
     fetch_port: int
     slots: int
     incarnation: str
-    status: str = ACTIVE
+    status: WorkerStatus = WorkerStatus.ACTIVE
     excluded: bool = False
     used_slots: int = 0
     registered_at: float = 0.0
@@ -82,20 +84,20 @@ class WorkerInfo:
     @property
     def eligible(self) -> bool:
         """May this worker get new slots?"""
-        return self.status == ACTIVE and not self.excluded
+        return self.status == WorkerStatus.ACTIVE and not self.excluded
 
-    def address(self) -> dict[str, Any]:
+    def address(self) -> WorkerAddress:
         """What clients need to reach the worker."""
-        return {
-            "worker_id": self.worker_id,
-            "host": self.host,
-            "control_port": self.control_port,
-            "push_port": self.push_port,
-            "replicate_port": self.replicate_port,
-            "fetch_port": self.fetch_port,
-            "incarnation": self.incarnation,
-            "status": self.status,
-        }
+        return WorkerAddress(
+            self.worker_id,
+            self.host,
+            self.control_port,
+            self.push_port,
+            self.replicate_port,
+            self.fetch_port,
+            self.incarnation,
+            self.status,
+        )
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from croupier.core.codec import to_json
 from croupier.core.decide import status_reply
 from croupier.core.errors import CroupierError
 from croupier.core.events import decode_event
@@ -85,7 +86,7 @@ class HotStandby:
         """The ``STATUS`` reply from the folded state; ``master`` becomes its ``master`` object
         (with the log's kind and the folded ``seq`` added)."""
         with self._lock:
-            body = status_reply(self._state)
+            body: dict[str, Any] = to_json(status_reply(self._state))
             seq = self._state.seq
         body["master"] = {**master, "log": "ZooKeeperEventLog", "seq": seq}
         return body

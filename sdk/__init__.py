@@ -27,16 +27,34 @@ if TYPE_CHECKING:
     from croupier._reader import Reader
     from croupier._writer import Writer
     from croupier.core.config import ClientConfig
-    from croupier.core.errors import CroupierError, DataLostError
+    from croupier.core.errors import (
+        BadRequest,
+        Conflict,
+        CroupierError,
+        DataLostError,
+        InternalError,
+        NotCommitted,
+        NotEnoughWorkers,
+        UnknownApp,
+        UnknownShuffle,
+    )
 
+# the errors are those the public methods' docstrings say they raise
 __all__ = [
     "App",
+    "BadRequest",
     "Client",
     "ClientConfig",
+    "Conflict",
     "CroupierError",
     "DataLostError",
+    "InternalError",
+    "NotCommitted",
+    "NotEnoughWorkers",
     "Reader",
     "Shuffle",
+    "UnknownApp",
+    "UnknownShuffle",
     "Writer",
     "connect",
 ]
@@ -50,8 +68,20 @@ _EXPORTS = {
     "Reader": "croupier._reader",
     "Writer": "croupier._writer",
     "ClientConfig": "croupier.core.config",
-    "CroupierError": "croupier.core.errors",
-    "DataLostError": "croupier.core.errors",
+    **{
+        name: "croupier.core.errors"
+        for name in (
+            "BadRequest",
+            "Conflict",
+            "CroupierError",
+            "DataLostError",
+            "InternalError",
+            "NotCommitted",
+            "NotEnoughWorkers",
+            "UnknownApp",
+            "UnknownShuffle",
+        )
+    },
 }
 
 

@@ -35,6 +35,7 @@ from typing import Any, Self
 from croupier._reader import Reader, readers
 from croupier._routing import Routing
 from croupier._writer import Writer
+from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
     GetShuffle,
@@ -46,6 +47,13 @@ from croupier.core.commands import (
 )
 from croupier.core.config import ClientConfig
 from croupier.core.errors import CroupierError, Unavailable, UnknownApp
+from croupier.core.replies import (
+    AppHeartbeatReply,
+    ChangedReply,
+    RegisterAppReply,
+    ShuffleSummary,
+    StatusReply,
+)
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
@@ -96,8 +104,8 @@ class Client:
             CroupierError: the master refused or could not be reached.
         """
         chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
-        reply = self._master.call(RegisterApp(name, chosen))
-        app = App(self, str(reply["app_id"]), str(reply["name"]))
+        reply = self._master.request(RegisterApp(name, chosen), RegisterAppReply)
+        app = App(self, reply.app_id, reply.name)
         with self._lock:
             if self._closed:
                 app.close()
@@ -112,11 +120,16 @@ class Client:
         Raises:
             UnknownApp, UnknownShuffle: no such app or shuffle.
         """
-        return Shuffle(self, self._master.call(GetShuffle(app_id, shuffle_id)))
+        return Shuffle(self, self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary))
 
     def status(self) -> dict[str, Any]:
-        """The master's status reply (workers, apps, shuffles)."""
-        return self._master.call(Status())
+        """The master's status reply (workers, apps, shuffles), as JSON values.
+
+        Raises:
+            InternalError: the master's reply is malformed.
+            CroupierError: the master could not be reached.
+        """
+        return dict(to_json(self._master.request(Status(), StatusReply)))
 
     def close(self) -> None:
         """Stop heartbeats (apps are not unregistered) and the data-plane thread. Idempotent."""
@@ -213,8 +226,8 @@ class App:
             NotEnoughWorkers: too few workers to place the partitions.
             Conflict: ``shuffle_id`` exists with other sizes.
         """
-        reply = self.client._master.call(
-            RegisterShuffle(self.app_id, num_mappers, num_partitions, replicate, shuffle_id)
+        reply = self.client._master.request(
+            RegisterShuffle(self.app_id, num_mappers, num_partitions, replicate, shuffle_id), ShuffleSummary
         )
         return Shuffle(self.client, reply)
 
@@ -225,7 +238,7 @@ class App:
     def unregister(self) -> None:
         """Stop heartbeats and unregister; workers then delete the app's files. Idempotent."""
         self.close()
-        self.client._master.call(UnregisterApp(self.app_id))
+        self.client._master.request(UnregisterApp(self.app_id), ChangedReply)
 
     def close(self) -> None:
         """Stop heartbeats without unregistering (the master expires the app later)."""
@@ -248,7 +261,7 @@ class App:
     def _beat(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.client._master.call(AppHeartbeat(self.app_id))
+                self.client._master.request(AppHeartbeat(self.app_id), AppHeartbeatReply)
                 self.heartbeats += 1
             except UnknownApp:
                 log.error("app %s is no longer registered (expired?); heartbeats stop", self.app_id)
@@ -270,13 +283,13 @@ class Shuffle:
         routing: the current location of every partition (shared by this object's writers).
     """
 
-    def __init__(self, client: Client, summary: dict[str, Any]) -> None:
+    def __init__(self, client: Client, summary: ShuffleSummary) -> None:
         self.client = client
-        self.app_id = str(summary["app_id"])
-        self.shuffle_id = int(summary["shuffle_id"])
-        self.num_mappers = int(summary["num_mappers"])
-        self.num_partitions = int(summary["num_partitions"])
-        self.replicate = bool(summary["replicate"])
+        self.app_id = summary.app_id
+        self.shuffle_id = summary.shuffle_id
+        self.num_mappers = summary.num_mappers
+        self.num_partitions = summary.num_partitions
+        self.replicate = summary.replicate
         self.routing = Routing.from_summary(summary)
 
     def writer(self, map_id: int, attempt_id: int = 0) -> Writer:
@@ -306,12 +319,21 @@ class Shuffle:
         return readers(self, partitions, timeout=timeout, ahead=ahead)
 
     def summary(self) -> dict[str, Any]:
-        """The master's current summary (committed, lost partitions, sizes...)."""
-        return self.client._master.call(GetShuffle(self.app_id, self.shuffle_id))
+        """The master's current summary (committed, lost partitions, sizes...), as JSON values.
+
+        Raises:
+            InternalError: the master's reply is malformed.
+            CroupierError: the master could not be reached.
+        """
+        return dict(to_json(self._summary()))
+
+    def _summary(self) -> ShuffleSummary:
+        return self.client._master.request(GetShuffle(self.app_id, self.shuffle_id), ShuffleSummary)
 
     def unregister(self) -> bool:
         """Unregister the shuffle (workers delete its files). Returns whether it existed."""
-        return bool(self.client._master.call(UnregisterShuffle(self.app_id, self.shuffle_id))["changed"])
+        command = UnregisterShuffle(self.app_id, self.shuffle_id)
+        return self.client._master.request(command, ChangedReply).changed
 
     def __repr__(self) -> str:
         return (

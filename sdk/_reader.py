@@ -25,14 +25,16 @@ import queue
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records, split_views
-from croupier._routing import Location, WorkerAddress, location_from_reply
+from croupier._routing import PartitionLocation, WorkerAddress
 from croupier.core.codec import to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
-from croupier.core.dataplane import PRIMARY, REPLICA, FetchChunk, OpenStream
+from croupier.core.dataplane import FetchChunk, OpenStream
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, DataLostError, NotCommitted, RequestTimeout, UnknownShuffle
+from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleReadState
 from croupier.core.wire import MsgType
 from croupier.transports.rpc import Reply
 
@@ -43,6 +45,7 @@ __all__ = ["Reader", "readers"]
 
 log = logging.getLogger(__name__)
 
+ReadState = TypeVar("ReadState", bound=ShuffleReadState)
 
 _Results = queue.SimpleQueue[tuple[int, "Reply | None", "CroupierError | None"]]
 _Box = queue.SimpleQueue[tuple["Reply | None", "CroupierError | None"]]
@@ -82,7 +85,7 @@ class Reader:
         partition: int,
         *,
         timeout: float | None = None,
-        _locations: dict[str, Any] | None = None,
+        _locations: LocationsReply | None = None,
     ) -> None:
         if not 0 <= partition < shuffle.num_partitions:
             raise ValueError(f"partition {partition} is out of range 0..{shuffle.num_partitions - 1}")
@@ -95,7 +98,7 @@ class Reader:
         self._fetch_timeout = config.fetch_timeout
         self._lost_timeout = min(config.fetch_timeout, 2.0)
         self._started = False
-        self.locations: list[Location] = []
+        self.locations: list[PartitionLocation] = []
         self.stats: dict[str, int] = {"records": 0, "bytes": 0, "chunks": 0, "batches": 0, "switches": 0}
         self.selector: BatchSelector | None = None
         self._reply = _locations  # a committed locations reply, from readers()
@@ -130,15 +133,16 @@ class Reader:
         reply = self._reply
         if reply is None:
             sh = self.shuffle
-            reply = wait_committed(sh, GetLocations(sh.app_id, sh.shuffle_id, self.partition), self._timeout)
+            command = GetLocations(sh.app_id, sh.shuffle_id, self.partition)
+            reply = wait_committed(sh, command, LocationsReply, self._timeout)
         self._reply = None
-        self.locations = [location_from_reply(e) for e in reply["locations"]]
+        self.locations = list(reply.locations)
         workers = sorted({w for loc in self.locations for w in loc.workers})
         context = f"shuffle {self.shuffle.app_id}/{self.shuffle.shuffle_id}"
-        if reply.get("lost"):
+        if reply.lost:
             raise DataLostError.of([self.partition], workers, f"{context}: every copy failed at commit")
-        failed = {(int(e), str(w)) for e, w in reply.get("failed_copies", [])}
-        selector = self.selector = BatchSelector([int(a) for a in reply["winners"]])
+        failed = set(reply.failed_copies)
+        selector = self.selector = BatchSelector(list(reply.winners))
         for location in self.locations:
             yield from self._read_location(location, failed, selector, context)
         selector.check(self.partition, workers, context)
@@ -146,11 +150,10 @@ class Reader:
     def start(self) -> None:
         """Send the first copy's ``OPEN_STREAM`` and chunk 0 now, before iteration (``readers``)."""
         reply = self._reply
-        if reply is None or self._started or self._ahead_of is not None or reply.get("lost"):
+        if reply is None or self._started or self._ahead_of is not None or reply.lost:
             return
-        failed = {(int(e), str(w)) for e, w in reply.get("failed_copies", [])}
-        for entry in reply["locations"]:
-            location = location_from_reply(entry)
+        failed = set(reply.failed_copies)
+        for location in reply.locations:
             copies, _ = self._copies(location, failed)
             if copies:
                 role, address = copies[0]
@@ -165,14 +168,12 @@ class Reader:
             return
 
     def _copies(
-        self, location: Location, failed: set[tuple[int, str]]
+        self, location: PartitionLocation, failed: set[tuple[int, str]]
     ) -> tuple[list[tuple[str, WorkerAddress]], list[str]]:
         """The copies of ``location`` to try, in order, and why the others are not tried."""
         copies: list[tuple[str, WorkerAddress]] = []
         errors: list[str] = []
-        for role, address in ((PRIMARY, location.primary), (REPLICA, location.replica)):
-            if address is None:
-                continue
+        for role, address in location.copies():
             if (location.epoch, address.worker_id) in failed:
                 errors.append(f"{address.worker_id} ({role}): failed at commit")
                 continue
@@ -183,10 +184,14 @@ class Reader:
         return copies, errors
 
     def _doubtful(self, address: WorkerAddress) -> bool:
-        return address.status == "lost" or self.shuffle.client._suspected(address.worker_id)
+        return address.status == WorkerStatus.LOST or self.shuffle.client._suspected(address.worker_id)
 
     def _read_location(
-        self, location: Location, failed: set[tuple[int, str]], selector: BatchSelector, context: str
+        self,
+        location: PartitionLocation,
+        failed: set[tuple[int, str]],
+        selector: BatchSelector,
+        context: str,
     ) -> Iterator[bytes | memoryview]:
         copies, errors = self._copies(location, failed)
         not_committed = 0
@@ -245,29 +250,29 @@ class Reader:
         )
 
     def _moved(
-        self, location: Location, tried: list[tuple[str, WorkerAddress]]
+        self, location: PartitionLocation, tried: list[tuple[str, WorkerAddress]]
     ) -> list[tuple[str, WorkerAddress]]:
         """The copies of ``location`` whose worker re-registered since ``tried`` was read."""
         sh = self.shuffle
         try:
-            reply = sh.client._master.call(GetLocations(sh.app_id, sh.shuffle_id, self.partition))
+            command = GetLocations(sh.app_id, sh.shuffle_id, self.partition)
+            reply = sh.client._master.request(command, LocationsReply)
         except CroupierError as exc:
             log.warning("cannot refresh the locations of partition %d: %s", self.partition, exc)
             return []
         before = {address.worker_id: address for _, address in tried}
-        moved = []
-        for entry in reply["locations"]:
-            fresh = location_from_reply(entry)
+        moved: list[tuple[str, WorkerAddress]] = []
+        for fresh in reply.locations:
             if fresh.epoch != location.epoch:
                 continue
-            for role, address in ((PRIMARY, fresh.primary), (REPLICA, fresh.replica)):
-                old = before.get(address.worker_id) if address is not None else None
-                if address is not None and old is not None and address.incarnation != old.incarnation:
+            for role, address in fresh.copies():
+                old = before.get(address.worker_id)
+                if old is not None and address.incarnation != old.incarnation:
                     moved.append((role, address))
         return moved
 
     def _read_copy(
-        self, location: Location, role: str, address: WorkerAddress, selector: BatchSelector
+        self, location: PartitionLocation, role: str, address: WorkerAddress, selector: BatchSelector
     ) -> Iterator[bytes | memoryview]:
         if not address.known:
             raise _CopyFailed("the worker is no longer registered")
@@ -365,11 +370,12 @@ class Reader:
         )
 
     def _stream(
-        self, location: Location, role: str, address: WorkerAddress
+        self, location: PartitionLocation, role: str, address: WorkerAddress
     ) -> tuple[str, tuple[str, int, int, int, str, str], float]:
         """The fetch URL, the stream's ids and the reply timeout for one copy."""
         sh = self.shuffle
-        base = (sh.app_id, sh.shuffle_id, self.partition, location.epoch, role, address.incarnation)
+        incarnation = address.incarnation or ""  # known: only known addresses are read
+        base = (sh.app_id, sh.shuffle_id, self.partition, location.epoch, role, incarnation)
         timeout = self._lost_timeout if self._doubtful(address) else self._fetch_timeout
         return address.fetch_url, base, timeout
 
@@ -389,7 +395,9 @@ class Reader:
         return reply
 
 
-def wait_committed(shuffle: Shuffle, command: Command, timeout: float) -> dict[str, Any]:
+def wait_committed(
+    shuffle: Shuffle, command: Command, reply_type: type[ReadState], timeout: float
+) -> ReadState:
     """Ask ``command`` (a locations call) until the shuffle is committed; its committed reply.
 
     Raises:
@@ -398,16 +406,16 @@ def wait_committed(shuffle: Shuffle, command: Command, timeout: float) -> dict[s
     deadline = time.monotonic() + timeout
     pause = 0.02
     while True:
-        reply: dict[str, Any] = shuffle.client._master.call(command)
-        if reply["committed"]:
+        reply = shuffle.client._master.request(command, reply_type)
+        if reply.committed:
             return reply
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            ended = sum(1 for w in reply["winners"] if w >= 0)
+            ended = sum(1 for w in reply.winners if w >= 0)
             partition = getattr(command, "partition", None)
             raise NotCommitted(
                 f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} is not committed after {timeout:g} s "
-                f"({ended} of {reply['num_mappers']} maps ended)",
+                f"({ended} of {reply.num_mappers} maps ended)",
                 {"partition": partition, "maps_ended": ended},
             )
         time.sleep(min(pause, remaining))
@@ -434,7 +442,7 @@ def readers(
 def _readers(shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: int) -> Iterator[Reader]:
     config = shuffle.client.config
     wait = config.commit_wait_timeout if timeout is None else timeout
-    replies: deque[dict[str, Any]] = deque()
+    replies: deque[LocationsReply] = deque()
     fetched = 0
 
     def make(index: int) -> Reader:
@@ -442,11 +450,8 @@ def _readers(shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: i
         if not replies:
             batch = tuple(parts[fetched : fetched + MAX_PARTITIONS_PER_CALL])
             fetched += len(batch)
-            reply = wait_committed(
-                shuffle, GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, batch), wait
-            )
-            shared = {k: v for k, v in reply.items() if k != "partitions"}
-            replies.extend({**shared, **entry} for entry in reply["partitions"])
+            command = GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, batch)
+            replies.extend(wait_committed(shuffle, command, LocationsBatchReply, wait).split())
         reader = Reader(shuffle, parts[index], timeout=timeout, _locations=replies.popleft())
         reader.start()
         return reader

@@ -1,4 +1,7 @@
-"""Where partitions live: worker addresses, locations, and a shuffle's routing table.
+"""Where partitions live: a shuffle's routing table.
+
+``WorkerAddress`` and ``PartitionLocation`` (one epoch of a partition, with
+addresses) are the master's reply types from ``croupier.core.replies``.
 
 State:
     ``Routing`` holds a shuffle's epoch-0 pairs, the worker addresses the master
@@ -11,86 +14,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-__all__ = ["Location", "Routing", "WorkerAddress", "location_from_reply"]
+from croupier.core.replies import PartitionLocation, ShuffleSummary, WorkerAddress
 
-
-@dataclass(frozen=True, slots=True)
-class WorkerAddress:
-    """One worker's endpoints. ``host == ""`` when the master no longer knows the worker."""
-
-    worker_id: str
-    host: str = ""
-    push_port: int = 0
-    replicate_port: int = 0
-    fetch_port: int = 0
-    incarnation: str = ""
-    status: str = "removed"
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WorkerAddress:
-        return cls(
-            worker_id=str(data["worker_id"]),
-            host=str(data.get("host", "")),
-            push_port=int(data.get("push_port", 0)),
-            replicate_port=int(data.get("replicate_port", 0)),
-            fetch_port=int(data.get("fetch_port", 0)),
-            incarnation=str(data.get("incarnation", "")),
-            status=str(data.get("status", "removed")),
-        )
-
-    @property
-    def known(self) -> bool:
-        """Whether the master still has an address for this worker."""
-        return bool(self.host) and self.status != "removed"
-
-    @property
-    def push_url(self) -> str:
-        return f"tcp://{self.host}:{self.push_port}"
-
-    @property
-    def replicate_url(self) -> str:
-        return f"tcp://{self.host}:{self.replicate_port}"
-
-    @property
-    def fetch_url(self) -> str:
-        return f"tcp://{self.host}:{self.fetch_port}"
-
-
-@dataclass(frozen=True, slots=True)
-class Location:
-    """One epoch of a partition: a primary and an optional replica."""
-
-    epoch: int
-    primary: WorkerAddress
-    replica: WorkerAddress | None
-
-    @property
-    def target(self) -> tuple[str, str, str | None, str | None]:
-        """Pushes to locations with the same target may share one message."""
-        r = self.replica
-        return (
-            self.primary.worker_id,
-            self.primary.incarnation,
-            r.worker_id if r else None,
-            r.incarnation if r else None,
-        )
-
-    @property
-    def workers(self) -> list[str]:
-        return [self.primary.worker_id] + ([self.replica.worker_id] if self.replica else [])
-
-
-def location_from_reply(entry: Mapping[str, Any]) -> Location:
-    """Parse one ``locations`` entry of a locations reply (PROTOCOL §4)."""
-    replica = entry.get("replica")
-    return Location(
-        int(entry["epoch"]),
-        WorkerAddress.from_json(entry["primary"]),
-        WorkerAddress.from_json(replica) if replica else None,
-    )
+__all__ = ["PartitionLocation", "Routing", "WorkerAddress"]
 
 
 class Routing:
@@ -107,52 +34,51 @@ class Routing:
         self,
         pairs: Sequence[Sequence[str | None]],
         workers: Mapping[str, WorkerAddress],
-        revived: Mapping[int, Location] | None = None,
+        revived: Mapping[int, PartitionLocation] | None = None,
     ) -> None:
         if not pairs:
             raise ValueError("a shuffle has at least one worker pair")
         self._pairs = [(str(p[0]), None if p[1] is None else str(p[1])) for p in pairs]
         self._workers = dict(workers)
         self._revived = dict(revived or {})
-        self._epoch0: dict[int, Location] = {}
+        self._epoch0: dict[int, PartitionLocation] = {}
         self._lock = threading.Lock()
 
     @classmethod
-    def from_summary(cls, reply: Mapping[str, Any]) -> Routing:
+    def from_summary(cls, summary: ShuffleSummary) -> Routing:
         """Build from a GET_SHUFFLE / REGISTER_SHUFFLE reply (with ``workers`` and ``revived``)."""
-        workers = {str(w): WorkerAddress.from_json(a) for w, a in reply.get("workers", {}).items()}
+        workers = dict(summary.workers or {})
 
-        def addr(wid: str | None) -> WorkerAddress | None:
-            if wid is None:
-                return None
+        def addr(wid: str) -> WorkerAddress:
             return workers.get(wid) or WorkerAddress(wid)
 
-        revived: dict[int, Location] = {}
-        for partition, epoch, primary, replica in reply.get("revived", []):
-            primary_addr = addr(primary)
-            assert primary_addr is not None
-            revived[int(partition)] = Location(int(epoch), primary_addr, addr(replica))
-        return cls(reply["pairs"], workers, revived)
+        revived = {
+            partition: PartitionLocation(epoch, addr(primary), addr(replica) if replica else None)
+            for partition, epoch, primary, replica in summary.revived or ()
+        }
+        return cls(summary.pairs, workers, revived)
 
     def _address(self, wid: str) -> WorkerAddress:
         return self._workers.get(wid) or WorkerAddress(wid)
 
-    def current(self, partition: int) -> Location:
+    def current(self, partition: int) -> PartitionLocation:
         """The newest location this process knows for ``partition``."""
         with self._lock:
             loc = self._revived.get(partition)
             if loc is not None:
                 return loc
-            # one Location object per pair index keeps targets cheap to compare
+            # one PartitionLocation object per pair index keeps targets cheap to compare
             index = partition % len(self._pairs)
             loc = self._epoch0.get(index)
             if loc is None:
                 primary, replica = self._pairs[index]
-                loc = Location(0, self._address(primary), self._address(replica) if replica else None)
+                loc = PartitionLocation(
+                    0, self._address(primary), self._address(replica) if replica else None
+                )
                 self._epoch0[index] = loc
             return loc
 
-    def update(self, partition: int, location: Location) -> Location:
+    def update(self, partition: int, location: PartitionLocation) -> PartitionLocation:
         """Record a newer location; returns the newest known (an older one is ignored)."""
         with self._lock:
             old = self._revived.get(partition)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from croupier._accumulator import OutBatch
-from croupier._routing import Location, Routing
+from croupier._routing import PartitionLocation, Routing
 from croupier.core.codec import to_json
 from croupier.core.dataplane import Push, ReplicaTarget
 from croupier.core.errors import (
@@ -59,7 +59,9 @@ log = logging.getLogger(__name__)
 Callback = Callable[[Reply | None, CroupierError | None], None]
 SendFn = Callable[[str, int, dict[str, Any], Sequence[bytes | memoryview], Callback], None]
 """``send(url, msg_type, body, payloads, callback)``; the callback runs exactly once, on any thread."""
-ReviveFn = Callable[[int, int, str, tuple[str, ...]], Location]
+# (primary id, primary incarnation, replica id, replica incarnation): ``PartitionLocation.target``
+_Target = tuple[str, str | None, str | None, str | None]
+ReviveFn = Callable[[int, int, str, tuple[str, ...]], PartitionLocation]
 """``revive(partition, failed_epoch, reason, failed_workers) -> newest location``."""
 
 REVIVE_ERRORS: tuple[type[CroupierError], ...] = (
@@ -75,7 +77,7 @@ BACKOFF_MAX = 0.5
 
 @dataclass(slots=True)
 class _Staged:
-    location: Location
+    location: PartitionLocation
     batches: list[OutBatch] = field(default_factory=list)
     size: int = 0
 
@@ -83,7 +85,7 @@ class _Staged:
 @dataclass(slots=True)
 class _Message:
     seq: int
-    location: Location
+    location: PartitionLocation
     entries: list[tuple[OutBatch, int]]  # (batch, epoch)
     body: dict[str, Any]
     payloads: list[bytes | memoryview]
@@ -142,7 +144,7 @@ class Sender:
         self._done: queue.SimpleQueue[tuple[_Message, Reply | None, CroupierError | None]] = (
             queue.SimpleQueue()
         )
-        self._staged: dict[tuple[str, str, str | None, str | None], _Staged] = {}
+        self._staged: dict[_Target, _Staged] = {}
         self._in_flight: dict[str, int] = {}
         self._delayed: list[tuple[float, int, _Message]] = []
         self._seq = itertools.count()
@@ -234,7 +236,7 @@ class Sender:
                     self._send_staged(key, staged)
                     progress = True
 
-    def _send_staged(self, key: tuple[str, str, str | None, str | None], staged: _Staged) -> None:
+    def _send_staged(self, key: _Target, staged: _Staged) -> None:
         """Send one message (up to ``merge_size``, or one bigger batch) from a target's staged batches."""
         cut = _cut_index(staged.batches, self._merge_size)
         taken = staged.batches[:cut]
@@ -261,15 +263,15 @@ class Sender:
             return
         self._transmit(message)
 
-    def _message(self, location: Location, entries: list[tuple[OutBatch, int]]) -> _Message:
+    def _message(self, location: PartitionLocation, entries: list[tuple[OutBatch, int]]) -> _Message:
         replica = location.replica
         body = to_json(
             Push(
                 self._app_id,
                 self._shuffle_id,
-                location.primary.incarnation,
+                location.primary.incarnation or "",  # unknown: settled before it is sent
                 tuple((b.partition, epoch) for b, epoch in entries),
-                ReplicaTarget(replica.worker_id, replica.replicate_url, replica.incarnation)
+                ReplicaTarget(replica.worker_id, replica.replicate_url, replica.incarnation or "")
                 if replica is not None
                 else None,
             )
@@ -404,7 +406,7 @@ def _cut_index(batches: list[OutBatch], room: int) -> int:
     return len(batches)
 
 
-def _failed_workers(location: Location, error: CroupierError) -> tuple[str, ...]:
+def _failed_workers(location: PartitionLocation, error: CroupierError) -> tuple[str, ...]:
     """Which workers to avoid in the new location."""
     named = error.details.get("failed_worker")
     if isinstance(named, str) and named:

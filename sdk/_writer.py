@@ -19,13 +19,14 @@ import dataclasses
 import logging
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from croupier._accumulator import Accumulator, OutBatch
-from croupier._routing import Location, location_from_reply
+from croupier._routing import PartitionLocation
 from croupier._sender import Sender
-from croupier.core.commands import GetShuffle, MapperEnd, RevivePartition
+from croupier.core.commands import MapperEnd, RevivePartition
 from croupier.core.errors import Conflict, NotEnoughWorkers
+from croupier.core.replies import LocationsReply, MapperEndReply
 
 if TYPE_CHECKING:
     from croupier._client import Shuffle
@@ -153,8 +154,8 @@ class Writer:
             self.abort()
             raise
         self._state = _CLOSED
-        self.won = bool(reply["won"])
-        self.winner = int(reply["winner"])
+        self.won = reply.won
+        self.winner = reply.winner
         log.debug(
             "map %d attempt %d of %s/%d ended: %d records, %d messages, won=%s",
             self.map_id,
@@ -209,11 +210,11 @@ class Writer:
         )
 
     # -- the master ---------------------------------------------------------------------------
-    def _mapper_end(self) -> dict[str, Any]:
+    def _mapper_end(self) -> MapperEndReply:
         touched = len(self._accumulator.touched)
         sh = self.shuffle
-        return sh.client._master.call(
-            MapperEnd(sh.app_id, sh.shuffle_id, self.map_id, self.attempt_id, touched)
+        return sh.client._master.request(
+            MapperEnd(sh.app_id, sh.shuffle_id, self.map_id, self.attempt_id, touched), MapperEndReply
         )
 
     def _superseded(self) -> bool:
@@ -224,17 +225,17 @@ class Writer:
         drops everything; later writes are ignored and ``close`` returns False.
         """
         sh = self.shuffle
-        summary = sh.client._master.call(GetShuffle(sh.app_id, sh.shuffle_id))
-        if not summary["committed"] and summary["mappers_ended"] < summary["num_mappers"]:
+        summary = sh._summary()
+        if not summary.committed and summary.mappers_ended < summary.num_mappers:
             return False
         reply = self._mapper_end()
-        if reply["won"]:
+        if reply.won:
             return False  # this very attempt had already ended: the conflict is real
         self._accumulator.drop()
         self._sender.abort()
         self._state = _SUPERSEDED
         self.won = False
-        self.winner = int(reply["winner"])
+        self.winner = reply.winner
         log.info(
             "map %d attempt %d of %s/%d: attempt %d won and the shuffle is done; dropping this one",
             self.map_id,
@@ -245,7 +246,7 @@ class Writer:
         )
         return True
 
-    def _revive(self, partition: int, epoch: int, reason: str, failed: tuple[str, ...]) -> Location:
+    def _revive(self, partition: int, epoch: int, reason: str, failed: tuple[str, ...]) -> PartitionLocation:
         command = RevivePartition(
             self.shuffle.app_id, self.shuffle.shuffle_id, partition, epoch, reason, failed
         )
@@ -253,7 +254,7 @@ class Writer:
         pause = 0.05
         while True:
             try:
-                reply = self.shuffle.client._master.call(command)
+                reply = self.shuffle.client._master.request(command, LocationsReply)
             except NotEnoughWorkers:
                 if command.failed_workers:
                     # Blame is a guess (a timeout blames the primary, which may be fine and
@@ -265,4 +266,4 @@ class Writer:
                 time.sleep(pause)
                 pause = min(1.0, pause * 2)
                 continue
-            return location_from_reply(reply["locations"][-1])
+            return reply.locations[-1]

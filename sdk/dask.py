@@ -58,6 +58,7 @@ import croupier
 from croupier.core.commands import AppHeartbeat
 from croupier.core.config import ClientConfig
 from croupier.core.errors import CroupierError
+from croupier.core.replies import AppHeartbeatReply, ChangedReply
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -111,7 +112,7 @@ def new_attempt_id() -> int:
 def _heartbeat(client: Client, app_id: str) -> None:
     """Best effort: keep the app alive while its tasks run (``shuffle()`` sends no heartbeats)."""
     try:
-        client._master.call(AppHeartbeat(app_id))
+        client._master.request(AppHeartbeat(app_id), AppHeartbeatReply)
     except CroupierError as exc:
         log.debug("heartbeat of app %s failed: %s", app_id, exc)
 
@@ -310,7 +311,7 @@ def unregister(url: str, app_id: str, *, config: ClientConfig | None = None) -> 
     from croupier.core.commands import UnregisterApp
 
     with croupier.connect(url, config=config) as client:
-        client._master.call(UnregisterApp(app_id))
+        client._master.request(UnregisterApp(app_id), ChangedReply)
 
 
 class ShuffleService:

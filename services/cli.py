@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from croupier.core.codec import to_json
 from croupier.core.config import MasterConfig, WorkerConfig, parse_duration
+from croupier.core.replies import ChangedReply, DecommissionReply, StatusReply
 
 __all__ = ["main"]
 
@@ -88,42 +90,49 @@ def cmd_admin(args: argparse.Namespace) -> int:
             if not args.target:
                 print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
                 return 2
+            changed: ChangedReply | DecommissionReply
             if args.action == "decommission":
-                out = client.call(DecommissionWorker(args.target))
+                changed = client.request(DecommissionWorker(args.target), DecommissionReply)
             else:
-                out = client.call(ExcludeWorker(args.target, excluded=args.action == "exclude"))
+                exclude = ExcludeWorker(args.target, excluded=args.action == "exclude")
+                changed = client.request(exclude, ChangedReply)
+            out = to_json(changed)
             print(json.dumps(out) if args.json else f"{args.action} {args.target}: {out}")
             return 0
-        status = client.call(Status())
+        status = client.request(Status(), StatusReply)
     if args.action == "status":
-        if args.json:
-            print(json.dumps(status, sort_keys=True))
-        else:
-            master = status.get("master", {})
-            print(f"master   {master.get('url', '?')}  role {master.get('role', '?')}  term {status['term']}")
-            if "leader" in master:
-                print(f"leader   {master.get('leader') or '(none)'}")
-                print(f"followers {', '.join(master.get('followers', [])) or '(none)'}")
-            print(f"log      {master.get('log', '?')} at seq {status['seq']}")
-            print(
-                f"cluster  {len(status['workers'])} workers, {len(status['apps'])} apps, "
-                f"{len(status['shuffles'])} shuffles"
-            )
+        print(json.dumps(to_json(status), sort_keys=True) if args.json else _status_text(status))
         return 0
-    key, columns = {
+    rows, columns = {
         "workers": (
-            "workers",
+            status.workers,
             ["worker_id", "host", "status", "excluded", "used_slots", "slots", "incarnation"],
         ),
-        "apps": ("apps", ["app_id", "name", "shuffles"]),
+        "apps": (status.apps, ["app_id", "name", "shuffles"]),
         "shuffles": (
-            "shuffles",
+            status.shuffles,
             ["app_id", "shuffle_id", "num_mappers", "num_partitions", "mappers_ended", "committed"],
         ),
     }[args.action]
-    rows = status[key]
-    print(json.dumps(rows, sort_keys=True) if args.json else _table(rows, columns))
+    table = [to_json(row) for row in rows]
+    print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
+
+
+def _status_text(status: StatusReply) -> str:
+    master = status.master
+    lines = [
+        f"master   {master.url if master else '?'}  role {master.role if master else '?'}  term {status.term}"
+    ]
+    if master is not None and master.leader is not None:
+        lines.append(f"leader   {master.leader or '(none)'}")
+        lines.append(f"followers {', '.join(master.followers or ()) or '(none)'}")
+    log_kind = master.log if master is not None and master.log is not None else "?"
+    lines.append(f"log      {log_kind} at seq {status.seq}")
+    lines.append(
+        f"cluster  {len(status.workers)} workers, {len(status.apps)} apps, {len(status.shuffles)} shuffles"
+    )
+    return "\n".join(lines)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

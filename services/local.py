@@ -25,9 +25,12 @@ import time
 from pathlib import Path
 from typing import IO, Any, Self
 
+from croupier.core.codec import to_json
 from croupier.core.commands import Status
 from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError
+from croupier.core.replies import StatusReply
 from croupier.services._lifecycle import Service
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
@@ -249,15 +252,23 @@ class LocalCluster(Service):
         )
 
     def status(self) -> dict[str, Any]:
+        """The master's STATUS reply, as JSON values.
+
+        Raises:
+            CroupierError: the master could not be reached, or its reply is malformed.
+        """
+        return dict(to_json(self._status()))
+
+    def _status(self) -> StatusReply:
         with MasterClient(self.master_url, timeout=10, attempts=3) as client:
-            return client.call(Status())
+            return client.request(Status(), StatusReply)
 
     def wait_for_workers(self, n: int, timeout: float = 60.0) -> None:
         """Wait until ``n`` workers are registered and active."""
         deadline = time.monotonic() + timeout
         while True:
             with contextlib.suppress(CroupierError):
-                active = [w for w in self.status()["workers"] if w["status"] == "active"]
+                active = [w for w in self._status().workers if w.status == WorkerStatus.ACTIVE]
                 if len(active) >= n:
                     return
             if time.monotonic() > deadline:

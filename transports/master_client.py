@@ -7,10 +7,13 @@ redirects and retries timeouts and ``UNAVAILABLE`` (for example during a leader
 election) until ``deadline`` seconds have passed. Retried commands must be
 idempotent: the master's are, when they carry their ids (DESIGN §4).
 
+Replies are checked against their ``croupier.core.replies`` type by
+``request``; ``call`` returns the raw JSON object (for tools that only print it).
+
 Usage::
 
     with MasterClient("zk://127.0.0.1:2181/croupier") as master:
-        reply = master.call(Status())
+        status = master.request(Status(), StatusReply)
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from croupier.core.commands import Command, encode_command
 from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unavailable
 from croupier.core.leader_record import decode_leader
+from croupier.core.replies import decode_reply
 from croupier.core.urls import parse_master_url
 from croupier.transports.rpc import RpcClient
 
 __all__ = ["MasterClient"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 class MasterClient:
@@ -110,8 +116,19 @@ class MasterClient:
             self._endpoints.append(leader)
         self._current = self._endpoints.index(leader)
 
+    def request(self, command: Command, reply_type: type[R], *, timeout: float | None = None) -> R:
+        """Send one command; return its reply, checked and built as ``reply_type``.
+
+        Raises:
+            InternalError: the reply does not have the shape of ``reply_type`` (the
+                message names the field).
+            CroupierError: the master refused the command, or no leader answered in time.
+        """
+        body = self.call(command, timeout=timeout)
+        return decode_reply(reply_type, body, type(command).__name__)
+
     def call(self, command: Command, *, timeout: float | None = None) -> dict[str, Any]:
-        """Send one command; return the reply body.
+        """Send one command; return the reply body as JSON values, unchecked.
 
         Raises:
             CroupierError: the master refused the command, or no leader answered in time.

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.commands import COMMAND_TYPES, MapperEnd, RegisterShuffle, decode_command, encode_command
 from croupier.core.config import parse_duration, parse_size
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import (
     BY_STATUS,
     BadRequest,
@@ -20,6 +23,7 @@ from croupier.core.errors import (
 )
 from croupier.core.events import EVENT_TYPES, decode_event
 from croupier.core.ids import app_id, int_id, worker_id
+from croupier.core.replies import WorkerAddress
 from croupier.core.wire import HEADER_SIZE, Header, Kind, decode_body
 
 
@@ -118,3 +122,27 @@ def test_units() -> None:
     for bad in ("12 parsecs", "abc", ""):
         with pytest.raises(ValueError):
             parse_size(bad)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tagged:
+    status: WorkerStatus
+    note: str | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
+    nested: tuple[WorkerAddress, ...] = ()
+
+
+def test_codec_enums_omitted_fields_and_nullable_paths() -> None:
+    tagged = _Tagged(WorkerStatus.LOST, nested=(WorkerAddress("w9"),))
+    encoded = to_json(tagged)
+    assert encoded == {"status": "lost", "nested": [{"worker_id": "w9", "status": "removed"}]}
+    assert type(encoded["status"]) is str  # a plain string, not the enum member
+    assert from_json(_Tagged, encoded) == tagged
+    assert from_json(_Tagged, {"status": "active", "note": None}).note is None
+    assert to_json(_Tagged(WorkerStatus.ACTIVE, "hi"))["note"] == "hi"
+    with pytest.raises(BadRequest, match=r"_Tagged.status: 'gone' is not one of"):
+        from_json(_Tagged, {"status": "gone"})
+    with pytest.raises(BadRequest, match=r"_Tagged.status: expected a string"):
+        from_json(_Tagged, {"status": 1})
+    # X | None reports the inner field's path, not the whole value
+    with pytest.raises(BadRequest, match=r"_Tagged.nested\[0\].host: expected a string"):
+        from_json(_Tagged, {"status": "active", "nested": [{"worker_id": "w", "host": 5}]})

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
 from croupier.core import commands as c
+from croupier.core.codec import to_json
 from croupier.core.decide import decide
 from croupier.core.errors import (
     BadRequest,
@@ -29,12 +31,14 @@ class Master:
         self.rng = random.Random(7)
         self.log: list[Event] = []
 
-    def __call__(self, cmd: c.Command, now: float = 0.0) -> dict[str, object]:
+    def __call__(self, cmd: c.Command, now: float = 0.0) -> dict[str, Any]:
+        """The reply as the wire carries it (tests/core/test_replies.py pins the typed side)."""
         reply, events = decide(self.state, cmd, now, self.rng)
         for e in events:
             apply(self.state, e)
         self.log.extend(events)
-        return reply
+        encoded: dict[str, Any] = to_json(reply)
+        return encoded
 
 
 def worker(i: int, host: str | None = None, slots: int = 1_000_000) -> c.RegisterWorker:

@@ -205,13 +205,13 @@ def test_readers_read_many_partitions_with_one_locations_call(
                     expected[p][rec(m, p, i)] += 1
         assert Counter(sh.reader(0)) == expected[0]  # committed from here on
         calls: Counter[str] = Counter()
-        master_call = client._master.call
+        master_request = client._master.request
 
-        def counting(command: object) -> object:
+        def counting(command: object, reply_type: type) -> object:
             calls[type(command).__name__] += 1
-            return master_call(command)  # type: ignore[arg-type]
+            return master_request(command, reply_type)  # type: ignore[arg-type]
 
-        client._master.call = counting  # type: ignore[method-assign]
+        client._master.request = counting  # type: ignore[method-assign]
         seen = []
         for reader in sh.readers(range(40)):
             seen.append(reader.partition)
@@ -219,7 +219,7 @@ def test_readers_read_many_partitions_with_one_locations_call(
         assert seen == list(range(40))
         # one locations call, no per-partition call (AppHeartbeat may tick meanwhile)
         assert calls["GetLocationsBatch"] == 1 and calls["GetLocations"] == 0
-        client._master.call = master_call  # type: ignore[method-assign]
+        client._master.request = master_request  # type: ignore[method-assign]
         # any order, repeats, no read-ahead or a deep one; readers left unread are harmless
         order = [39, 4, 0, 17, 17, 13, 5]
         for ahead in (0, 1, 10):

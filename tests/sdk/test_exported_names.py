@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 import subprocess
 import sys
 
 import croupier
+from croupier.core import errors
 
 EXPECTED = [
     "App",
+    "BadRequest",
     "Client",
     "ClientConfig",
+    "Conflict",
     "CroupierError",
     "DataLostError",
+    "InternalError",
+    "NotCommitted",
+    "NotEnoughWorkers",
     "Reader",
     "Shuffle",
+    "UnknownApp",
+    "UnknownShuffle",
     "Writer",
     "connect",
 ]
@@ -30,6 +40,36 @@ def test_every_exported_name_resolves() -> None:
     assert croupier.DataLostError.code == "DATA_LOST"
     assert issubclass(croupier.DataLostError, croupier.CroupierError)
     assert set(EXPECTED) <= set(dir(croupier))
+
+
+def _raised_names(doc: str) -> set[str]:
+    """The names listed in a docstring's ``Raises`` section(s)."""
+    names: set[str] = set()
+    indent: int | None = None
+    for line in doc.splitlines():
+        stripped = line.lstrip()
+        depth = len(line) - len(stripped)
+        if stripped.startswith("Raises"):
+            indent = depth
+        elif indent is not None and stripped and depth <= indent:
+            indent = None
+        elif indent is not None and (entry := re.match(r"([\w, ]+):", stripped)):
+            names.update(n.strip() for n in entry.group(1).split(","))
+    return names
+
+
+def test_every_error_a_public_method_documents_is_exported() -> None:
+    documented: set[str] = set()
+    for name in croupier.__all__:
+        obj = getattr(croupier, name)
+        members = [obj, *(m for _, m in inspect.getmembers(obj, callable))] if inspect.isclass(obj) else [obj]
+        for member in members:
+            documented |= _raised_names(inspect.getdoc(member) or "")
+    croupier_errors = {n for n in documented if isinstance(getattr(errors, n, None), type)}
+    assert {"BadRequest", "NotEnoughWorkers", "UnknownShuffle", "InternalError"} <= croupier_errors
+    assert croupier_errors <= set(croupier.__all__)
+    for name in croupier_errors:
+        assert issubclass(getattr(croupier, name), croupier.CroupierError)
 
 
 def test_unknown_attribute_raises() -> None:

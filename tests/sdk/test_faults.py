@@ -11,7 +11,7 @@ import pytest
 import croupier
 from croupier._client import Shuffle
 from croupier.core.config import ClientConfig
-from croupier.core.errors import BadRequest, DataLostError, Unavailable
+from croupier.core.errors import BadRequest, DataLostError, InternalError, Unavailable
 from tests.sdk.fakes import FakeCluster
 
 
@@ -182,6 +182,34 @@ def test_unregister_stops_heartbeats_and_forgets_the_app(fake: FakeCluster, conf
         app.unregister()
         app.unregister()  # idempotent
         assert [a["app_id"] for a in client.status()["apps"]] == []
+
+
+@pytest.mark.parametrize(
+    ("broken", "field"),
+    [
+        ({"pairs": None}, "ShuffleSummary.pairs: expected a list"),
+        ({"num_partitions": "8"}, "ShuffleSummary.num_partitions: expected an integer"),
+        ({"workers": {"w0": {"status": "active"}}}, "ShuffleSummary.workers.w0: missing field 'worker_id'"),
+    ],
+)
+def test_a_malformed_master_reply_is_a_clear_error(
+    fake: FakeCluster, config: ClientConfig, broken: dict[str, object], field: str
+) -> None:
+    with croupier.connect(fake.master_url, config=config) as client:
+        app = client.register_app("malformed")
+        app.register_shuffle(num_mappers=1, num_partitions=8, shuffle_id=0)
+        honest = client._master.call
+
+        def tampered(command: object, *, timeout: float | None = None) -> dict[str, object]:
+            return {**honest(command, timeout=timeout), **broken}  # type: ignore[arg-type]
+
+        client._master.call = tampered  # type: ignore[method-assign]
+        with pytest.raises(InternalError, match="malformed reply from the master to GetShuffle") as raised:
+            client.open_shuffle(app.app_id, 0)
+        assert field in raised.value.message
+        assert isinstance(raised.value, croupier.CroupierError) and not raised.value.retriable
+        client._master.call = honest  # type: ignore[method-assign]
+        app.unregister()
 
 
 def read_all_at_once(sh: Shuffle) -> Counter[bytes]:

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from croupier._accumulator import OutBatch, make_batch
-from croupier._routing import Location, Routing, WorkerAddress
+from croupier._routing import PartitionLocation, Routing, WorkerAddress
 from croupier._sender import Sender
 from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import (
     BadRequest,
     Congested,
@@ -31,7 +32,16 @@ Callback = Callable[[Reply | None, CroupierError | None], None]
 
 def addr(wid: str) -> WorkerAddress:
     n = int(wid[1:])
-    return WorkerAddress(wid, "127.0.0.1", 7000 + n, 8000 + n, 9000 + n, f"inc-{wid}", "active")
+    return WorkerAddress(
+        wid,
+        host="127.0.0.1",
+        control_port=6000 + n,
+        push_port=7000 + n,
+        replicate_port=8000 + n,
+        fetch_port=9000 + n,
+        incarnation=f"inc-{wid}",
+        status=WorkerStatus.ACTIVE,
+    )
 
 
 WORKERS = {w: addr(w) for w in ("w0", "w1", "w2", "w3", "w4")}
@@ -84,10 +94,10 @@ class FakeMaster:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int, str, tuple[str, ...]]] = []
 
-    def revive(self, partition: int, epoch: int, reason: str, failed: tuple[str, ...]) -> Location:
+    def revive(self, partition: int, epoch: int, reason: str, failed: tuple[str, ...]) -> PartitionLocation:
         self.calls.append((partition, epoch, reason, failed))
         pair = ("w3", "w4") if epoch % 2 == 0 else ("w4", "w3")
-        return Location(epoch + 1, WORKERS[pair[0]], WORKERS[pair[1]])
+        return PartitionLocation(epoch + 1, WORKERS[pair[0]], WORKERS[pair[1]])
 
 
 def make_sender(net: FakeNet, master: FakeMaster | None = None, **kw: Any) -> Sender:

@@ -11,7 +11,9 @@ import pytest
 
 from croupier.core import commands as c
 from croupier.core.config import MasterConfig
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import BadRequest, Unavailable, UnknownApp, UnknownWorker
+from croupier.core.replies import LocationsReply, MapperEndReply, ShuffleSummary, StatusReply
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
 from croupier.transports.master_client import MasterClient
@@ -66,16 +68,20 @@ def durable(status: dict[str, object]) -> dict[str, object]:
 
 def test_commands_over_rpc_and_status(client: MasterClient) -> None:
     app = setup_cluster(client)
-    sh = client.call(c.RegisterShuffle(app, 2, 8))
-    assert sh["shuffle_id"] == 0 and len(sh["pairs"]) == 3  # type: ignore[arg-type]
-    assert client.call(c.MapperEnd(app, 0, 0, 1, 4))["won"] is True
-    assert client.call(c.MapperEnd(app, 0, 0, 0, 4))["won"] is False
-    loc = client.call(c.GetLocations(app, 0, 5))
-    assert loc["winners"] == [1, -1]
-    status = client.call(c.Status())
-    assert [w["worker_id"] for w in status["workers"]] == ["w0", "w1", "w2"]  # type: ignore[index, union-attr]
-    assert status["seq"] == 6  # 3 workers + app + shuffle + 1 mapper end
-    assert status["master"]["log"] == "FileEventLog"  # type: ignore[index]
+    sh = client.request(c.RegisterShuffle(app, 2, 8), ShuffleSummary)
+    assert sh.shuffle_id == 0 and len(sh.pairs) == 3
+    assert sh.workers is not None and set(sh.workers) == {"w0", "w1", "w2"} and sh.revived == ()
+    assert client.request(c.MapperEnd(app, 0, 0, 1, 4), MapperEndReply).won is True
+    assert client.request(c.MapperEnd(app, 0, 0, 0, 4), MapperEndReply).won is False
+    loc = client.request(c.GetLocations(app, 0, 5), LocationsReply)
+    assert loc.winners == (1, -1)
+    assert loc.locations[0].primary.status is WorkerStatus.ACTIVE
+    status = client.request(c.Status(), StatusReply)
+    assert [w.worker_id for w in status.workers] == ["w0", "w1", "w2"]
+    assert status.seq == 6  # 3 workers + app + shuffle + 1 mapper end
+    assert status.master is not None and status.master.log == "FileEventLog"
+    assert status.master.role == "standalone" and status.master.seq == 6
+    assert client.call(c.Status())["master"]["role"] == "standalone"  # the raw JSON, unchecked
     with pytest.raises(UnknownApp):
         client.call(c.RegisterShuffle("nope", 1, 1))
 

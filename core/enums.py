@@ -1,0 +1,32 @@
+"""The closed sets of wire strings that name a worker's status and a copy's role.
+
+They are ``StrEnum`` members, so each one *is* its wire string: JSON encodes
+``WorkerStatus.ACTIVE`` as ``"active"`` and comparisons with plain strings
+still hold. Pure values; no state, no threads.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["CopyRole", "WorkerStatus"]
+
+
+class WorkerStatus(StrEnum):
+    """Where a worker is in its life, as the master's state and replies name it.
+
+    ``REMOVED`` never appears in the state: replies use it for a worker the
+    master no longer knows (its address is then only the worker id).
+    """
+
+    ACTIVE = "active"
+    LOST = "lost"
+    DECOMMISSIONING = "decommissioning"
+    REMOVED = "removed"
+
+
+class CopyRole(StrEnum):
+    """Which copy of a partition's location a worker holds."""
+
+    PRIMARY = "primary"
+    REPLICA = "replica"

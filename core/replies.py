@@ -1,0 +1,344 @@
+"""The master's replies: one frozen dataclass per command (PROTOCOL §4).
+
+``decide`` returns them, the master actor encodes them with
+``croupier.core.codec.to_json`` and clients decode them with ``decode_reply``,
+so both ends check the same shape. The JSON is the wire format: field names,
+their order, nesting and the keys left out while ``None`` (``OMITTED_WHEN_NONE``)
+are what PROTOCOL.md documents, and tests/core/test_replies.py pins them.
+
+Pure values; no state, no threads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from croupier.core.codec import OMITTED_WHEN_NONE, from_json
+from croupier.core.enums import CopyRole, WorkerStatus
+from croupier.core.errors import BadRequest, InternalError
+
+__all__ = [
+    "AppHeartbeatReply",
+    "AppRow",
+    "ChangedReply",
+    "DecommissionReply",
+    "LocationsBatchReply",
+    "LocationsReply",
+    "MapperEndReply",
+    "MasterInfo",
+    "PartitionLocation",
+    "PartitionLocations",
+    "PingReply",
+    "RegisterAppReply",
+    "RegisterWorkerReply",
+    "Reply",
+    "Revived",
+    "ShuffleReadState",
+    "ShuffleSummary",
+    "StatusReply",
+    "TakeOverReply",
+    "WorkerAddress",
+    "WorkerHeartbeatReply",
+    "WorkerRow",
+    "decode_reply",
+]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAddress:
+    """One worker's endpoints, as clients reach it.
+
+    A worker the master no longer knows is only its id with status ``removed``:
+    the other fields are then ``None`` and absent from the JSON.
+    """
+
+    worker_id: str
+    host: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    control_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    push_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    replicate_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    fetch_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    incarnation: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    status: WorkerStatus = WorkerStatus.REMOVED
+
+    @property
+    def known(self) -> bool:
+        """Whether the master still has an address for this worker."""
+        return bool(self.host) and self.status != WorkerStatus.REMOVED
+
+    # an unknown worker's URLs are "tcp://:0": invalid, so a push or fetch there fails at once
+    @property
+    def push_url(self) -> str:
+        return f"tcp://{self.host or ''}:{self.push_port or 0}"
+
+    @property
+    def replicate_url(self) -> str:
+        return f"tcp://{self.host or ''}:{self.replicate_port or 0}"
+
+    @property
+    def fetch_url(self) -> str:
+        return f"tcp://{self.host or ''}:{self.fetch_port or 0}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLocation:
+    """One epoch of a partition with its workers' addresses: a primary and an optional replica."""
+
+    epoch: int
+    primary: WorkerAddress
+    replica: WorkerAddress | None
+
+    @property
+    def target(self) -> tuple[str, str | None, str | None, str | None]:
+        """Pushes to locations with the same target may share one message."""
+        r = self.replica
+        return (
+            self.primary.worker_id,
+            self.primary.incarnation,
+            r.worker_id if r else None,
+            r.incarnation if r else None,
+        )
+
+    @property
+    def workers(self) -> list[str]:
+        return [self.primary.worker_id] + ([self.replica.worker_id] if self.replica else [])
+
+    def copies(self) -> list[tuple[CopyRole, WorkerAddress]]:
+        """Each copy's role and address, the primary first."""
+        primary = (CopyRole.PRIMARY, self.primary)
+        return [primary, (CopyRole.REPLICA, self.replica)] if self.replica else [primary]
+
+
+# -- workers ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWorkerReply:
+    worker_id: str
+    incarnation: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerHeartbeatReply:
+    status: WorkerStatus
+    excluded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedReply:
+    """LOSE_WORKER, EXCLUDE_WORKER, UNREGISTER_APP, EXPIRE_APP, UNREGISTER_SHUFFLE: did state change?"""
+
+    changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DecommissionReply:
+    changed: bool
+    status: WorkerStatus
+
+
+# -- apps ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterAppReply:
+    app_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppHeartbeatReply:
+    app_id: str
+
+
+# -- shuffles -----------------------------------------------------------------------------------
+
+Revived = tuple[int, int, str, str | None]
+"""``[partition, epoch, primary, replica]``: the current location of a revived partition."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffleSummary:
+    """REGISTER_SHUFFLE, GET_SHUFFLE and REPORT_COMMIT replies, and STATUS's ``shuffles``.
+
+    ``workers`` (every worker of the shuffle -> its address) and ``revived``
+    come first, and only in the replies writers build their routing from.
+    """
+
+    workers: dict[str, WorkerAddress] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    revived: tuple[Revived, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    app_id: str
+    shuffle_id: int
+    num_mappers: int
+    num_partitions: int
+    replicate: bool
+    pairs: tuple[tuple[str, str | None], ...]
+    revived_partitions: int
+    mappers_ended: int
+    committed: bool
+    lost_partitions: tuple[int, ...]
+    total_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class MapperEndReply:
+    winner: int
+    won: bool
+    all_ended: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLocations:
+    """Every epoch of one partition, whether it is lost, and its copies that failed to commit.
+
+    ``failed_copies`` holds ``[epoch, worker_id]`` pairs.
+    """
+
+    partition: int
+    locations: tuple[PartitionLocation, ...]
+    lost: bool
+    failed_copies: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleReadState:
+    """What readers need besides locations. ``winners[m]`` is map m's winning attempt, or -1."""
+
+    app_id: str
+    shuffle_id: int
+    num_mappers: int
+    winners: tuple[int, ...]
+    committed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LocationsReply(ShuffleReadState):
+    """GET_LOCATIONS and REVIVE_PARTITION: the read state and one partition's fields, flat."""
+
+    partition: int
+    locations: tuple[PartitionLocation, ...]
+    lost: bool
+    failed_copies: tuple[tuple[int, str], ...]
+
+    @property
+    def entry(self) -> PartitionLocations:
+        """The partition's part, as a batch reply holds it."""
+        return PartitionLocations(self.partition, self.locations, self.lost, self.failed_copies)
+
+
+@dataclass(frozen=True, slots=True)
+class LocationsBatchReply(ShuffleReadState):
+    """GET_LOCATIONS_BATCH: the read state once, then one entry per partition asked."""
+
+    partitions: tuple[PartitionLocations, ...]
+
+    def split(self) -> list[LocationsReply]:
+        """Each entry as the GET_LOCATIONS reply for its partition alone would carry it."""
+        shared = (self.app_id, self.shuffle_id, self.num_mappers, self.winners, self.committed)
+        return [
+            LocationsReply(*shared, e.partition, e.locations, e.lost, e.failed_copies)
+            for e in self.partitions
+        ]
+
+
+# -- admin and HA -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerRow(WorkerAddress):
+    """One worker in a STATUS reply: its address, then its slots."""
+
+    slots: int
+    used_slots: int
+    excluded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AppRow:
+    app_id: str
+    name: str
+    shuffles: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MasterInfo:
+    """STATUS's ``master`` object: the answering master's role and soft state.
+
+    The master actor fills what it knows (``role``, ``url``, ``log`` and,
+    under HA, ``term``, from the service; the counters itself); the HA
+    service adds ``leader`` and ``followers`` (or ``followers_error``). A
+    follower answers with the ensemble fields, ``log`` and ``seq`` only.
+    """
+
+    role: str
+    url: str
+    log: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    term: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    seq: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    commands: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    log_groups: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    log_records: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    in_grace: bool | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    writable: bool | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    worker_heartbeat_age: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    worker_load: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    leader: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    followers: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    followers_error: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReply:
+    """STATUS: the durable state as admin sees it; ``master`` is added by the answering service."""
+
+    term: int
+    leader: str
+    seq: int
+    workers: tuple[WorkerRow, ...]
+    apps: tuple[AppRow, ...]
+    shuffles: tuple[ShuffleSummary, ...]
+    master: MasterInfo | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class TakeOverReply:
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
+class PingReply:
+    pong: bool
+    term: int
+
+
+Reply = (
+    RegisterWorkerReply
+    | WorkerHeartbeatReply
+    | ChangedReply
+    | DecommissionReply
+    | RegisterAppReply
+    | AppHeartbeatReply
+    | ShuffleSummary
+    | MapperEndReply
+    | LocationsReply
+    | LocationsBatchReply
+    | StatusReply
+    | TakeOverReply
+    | PingReply
+)
+
+
+def decode_reply(cls: type[R], body: Any, command: str) -> R:
+    """Check and build the reply ``body`` the master sent to ``command``.
+
+    Raises:
+        InternalError: the body does not have the shape of ``cls``; the message
+            names the command and the field path (a master bug or a version skew).
+    """
+    try:
+        return from_json(cls, body)
+    except BadRequest as exc:
+        raise InternalError(f"malformed reply from the master to {command}: {exc.message}") from exc
