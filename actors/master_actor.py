@@ -108,7 +108,7 @@ class MasterActor(pykka.ThreadingActor):
 
     Parameters:
         log: an open event log; this actor reads it at start and after failures.
-        config: timeouts, snapshot interval, placement.
+        config: timeouts, snapshot interval, group commit size.
         clock: wall-clock seconds (passed in so tests control time).
         rng: randomness for placement and app ids.
         info: extra fields for ``Status`` replies (role, URL, log kind).

@@ -86,16 +86,6 @@ class LeaderElection:
             out.append((name, data.decode()))
         return out
 
-    def is_leader(self) -> bool:
-        """Whether this contender's node is the lowest one that exists."""
-        if self.node is None:
-            return False
-        names = sorted(self._zk.get_children(self.path), key=_seq)
-        mine = self.node.rsplit("/", 1)[1]
-        if mine not in names:
-            raise NoNodeError(f"{self.node} is gone (the session expired)")
-        return bool(names[0] == mine)
-
     def wait(self, timeout: float | None = None) -> bool:
         """Block until this contender leads (True) or ``timeout`` passes (False).
 

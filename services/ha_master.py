@@ -96,7 +96,6 @@ class HaMasterService(Service):
         self.role = FOLLOWER
         self.term = 0
         self.leader_url = ""
-        self.took_over_at: float | None = None
         self._zk: Any = None
         self._server: RpcServer | None = None
         self._election: LeaderElection | None = None
@@ -292,7 +291,6 @@ class HaMasterService(Service):
             makepath=True,
         ) if not self._zk.exists(f"{self.root}/leader") else self._replace_leader_node(term)
         self.role, self.term, self.leader_url = LEADER, term, self.url
-        self.took_over_at = time.time()
         log.warning(
             "master %s is the leader for term %d (took over in %.3f s)",
             self.url,
