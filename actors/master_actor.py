@@ -110,7 +110,7 @@ class MasterActor(pykka.ThreadingActor):
 
     Parameters:
         log: an open event log; this actor reads it at start and after failures.
-        config: timeouts, snapshot interval, placement.
+        config: timeouts, snapshot interval, group commit size.
         clock: wall-clock seconds (passed in so tests control time).
         rng: randomness for placement and app ids.
         info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.

@@ -70,7 +70,6 @@ class MasterConfig:
         takeover_grace: after start-up or a takeover, nobody is declared lost for this long.
         snapshot_every: write a snapshot after this many events.
         max_group_events: at most this many events per group commit.
-        placement: ``loadaware`` or ``roundrobin``.
     """
 
     worker_timeout: float = 120.0
@@ -79,7 +78,6 @@ class MasterConfig:
     takeover_grace: float = 30.0
     snapshot_every: int = 10_000
     max_group_events: int = 4096
-    placement: str = "loadaware"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +125,8 @@ class ClientConfig:
             answer in time is read from the other copy.
         failover_deadline: master calls keep retrying (timeouts, UNAVAILABLE, NOT_LEADER)
             this long, so that a shuffle goes on across a leader election.
-        rpc_retries: master call attempts over its endpoints.
+        rpc_retries: master calls are tried this many more times after the first (over the
+            master's endpoints), however short ``failover_deadline`` is.
         app_heartbeat_interval: seconds between ``AppHeartbeat`` calls.
         push_buffer_size: a partition's buffer becomes a batch at this size.
         max_in_flight_per_worker: push messages in flight per worker (Celeborn's default).

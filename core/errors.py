@@ -5,9 +5,8 @@
     CroupierError (code, retriable)
     ├── BadRequest            BAD_REQUEST          malformed frame, wrong shape, invalid id
     ├── NotLeader             NOT_LEADER      (r)  details: leader address, if known
+    │   └── Fenced            NOT_LEADER      (r)  ha.zklog: deposed; a fenced write was refused
     ├── Congested             CONGESTED       (r)  back off and resend the same batch
-    ├── HardSplit             HARD_SPLIT      (r)  revive, then resend
-    ├── SoftSplit             SOFT_SPLIT      (r)  revive in the background
     ├── UnknownApp            UNKNOWN_APP
     ├── UnknownShuffle        UNKNOWN_SHUFFLE
     ├── UnknownWorker         UNKNOWN_WORKER  (r)  the worker should register again
@@ -17,8 +16,16 @@
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── DataLostError         DATA_LOST            names the partitions and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
+    │   └── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
     ├── RequestTimeout        TIMEOUT         (r)  no reply in time
-    └── InternalError         INTERNAL             a bug: logged with a traceback on the server
+    ├── InternalError         INTERNAL             a bug: logged with a traceback on the server
+    ├── InvalidEvent          INTERNAL             core.state: an event that does not fit the state
+    ├── LogTruncated          INTERNAL             ha.eventlog: the records asked for were snapshotted
+    └── LogCorrupted          INTERNAL             ha.eventlog: stored data failed validation
+
+The classes outside this module (module named first) never travel on the wire
+under a code of their own: they are sent as their code's class.
+``tests/test_error_tree_doc.py`` keeps this drawing and the classes the same.
 
 (r) = ``retriable``. Foreign errors (zmq, kazoo, OSError) are translated at the
 boundary with ``raise ... from exc``.
@@ -34,13 +41,11 @@ __all__ = [
     "Congested",
     "CroupierError",
     "DataLostError",
-    "HardSplit",
     "InternalError",
     "NotCommitted",
     "NotEnoughWorkers",
     "NotLeader",
     "RequestTimeout",
-    "SoftSplit",
     "StaleLocation",
     "Unavailable",
     "UnknownApp",
@@ -95,18 +100,6 @@ class NotLeader(CroupierError):
 class Congested(CroupierError):
     code = "CONGESTED"
     status = 3
-    retriable = True
-
-
-class HardSplit(CroupierError):
-    code = "HARD_SPLIT"
-    status = 4
-    retriable = True
-
-
-class SoftSplit(CroupierError):
-    code = "SOFT_SPLIT"
-    status = 5
     retriable = True
 
 
@@ -202,8 +195,6 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         BadRequest,
         NotLeader,
         Congested,
-        HardSplit,
-        SoftSplit,
         UnknownShuffle,
         UnknownApp,
         UnknownWorker,

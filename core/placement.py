@@ -1,13 +1,11 @@
 """Placement: which workers host a shuffle's partitions.
 
 Primary and replica always sit on different workers, and on different hosts
-where possible. Two strategies:
-
-- ``roundrobin``: eligible workers in a ring, starting at a random offset.
-- ``loadaware`` (default): the same ring ordered by load score, lowest first,
-  after dropping workers whose score is above the discard threshold (0.8).
-  Because partition ``p`` goes to ``pairs[p % len(pairs)]``, the first pairs
-  get the extra partitions, so the least-loaded workers get them.
+where possible. Eligible workers form a ring ordered by load score, lowest
+first (ties broken at random), after dropping workers whose score is above the
+discard threshold (0.8) unless too few would remain. Because partition ``p``
+goes to ``pairs[p % len(pairs)]``, the first pairs get the extra partitions, so
+the least-loaded workers get them.
 
 The score is ``0.5·disk + 0.3·iowait + 0.2·pending`` (each in [0, 1]), smoothed
 by an EWMA; see ``load_score`` and ``ewma``. The result is written into the
@@ -87,7 +85,6 @@ def place(
     rng: random.Random,
     *,
     loads: Mapping[str, float] | None = None,
-    strategy: str = "loadaware",
 ) -> tuple[Pair, ...]:
     """Choose the worker pairs for a shuffle (or for one revived partition).
 
@@ -95,9 +92,8 @@ def place(
         candidates: eligible workers (active, not excluded or decommissioning).
         num_partitions: partitions that will be spread over the pairs.
         replicate: whether each pair gets a replica on another worker.
-        rng: the only source of randomness (the ring's starting point, ties).
+        rng: the only source of randomness (it breaks ties in load score).
         loads: worker -> score in [0, 1]; missing workers count as 0.
-        strategy: ``loadaware`` or ``roundrobin``.
 
     Raises:
         NotEnoughWorkers: too few workers (2 are needed with replication) or slots.
@@ -105,21 +101,13 @@ def place(
     need = 2 if replicate else 1
     pool = [c for c in candidates if c.free_slots > 0]
     loads = loads or {}
-    if strategy == "loadaware":
-        cool = [c for c in pool if loads.get(c.worker_id, 0.0) <= DISCARD_THRESHOLD]
-        if len(cool) >= need:
-            pool = cool
-        # shuffle first so that ties in score are broken at random, then sort (stable)
-        pool = sorted(pool, key=lambda c: c.worker_id)
-        rng.shuffle(pool)
-        pool.sort(key=lambda c: loads.get(c.worker_id, 0.0))
-    elif strategy == "roundrobin":
-        pool = sorted(pool, key=lambda c: c.worker_id)
-        if pool:
-            start = rng.randrange(len(pool))
-            pool = pool[start:] + pool[:start]
-    else:
-        raise ValueError(f"unknown placement strategy {strategy!r}")
+    cool = [c for c in pool if loads.get(c.worker_id, 0.0) <= DISCARD_THRESHOLD]
+    if len(cool) >= need:
+        pool = cool
+    # shuffle first so that ties in score are broken at random, then sort (stable)
+    pool = sorted(pool, key=lambda c: c.worker_id)
+    rng.shuffle(pool)
+    pool.sort(key=lambda c: loads.get(c.worker_id, 0.0))
 
     # drop workers whose free slots can't take their share, most overloaded first
     while len(pool) >= need:

@@ -1,7 +1,9 @@
 """The master's durable state, and ``apply``: the fold of the event log.
 
-``apply(state, event)`` checks the event against the state first and only then
-mutates, so an event it rejects (``InvalidEvent``) leaves the state untouched.
+``apply(state, event)`` looks the event's type up in ``_APPLIERS``, a table of one
+small function per event kind. Each checks the event against the state first and
+only then mutates, so an event it rejects (``InvalidEvent``) leaves the state
+untouched (``tests/core/test_fold_properties.py`` checks this for every kind).
 It mutates ``state`` in place and returns it: the fold runs for every event on
 every master, and copying a state with 100,000 partitions per event would not
 do. Callers that need the old state keep a ``copy()``.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,6 +263,15 @@ def _need_shuffle(state: MasterState, app: str, sid: int, event: Event) -> Shuff
     return info
 
 
+def _check_pair(state: MasterState, primary: str, replica: str | None, event: Event) -> None:
+    """Both workers of a location are known and distinct."""
+    _need_worker(state, primary, event)
+    if replica is not None:
+        _need_worker(state, replica, event)
+        if replica == primary:
+            raise InvalidEvent(f"primary and replica are both {primary}")
+
+
 def _release(state: MasterState, info: ShuffleInfo) -> None:
     for wid, used in info.slot_usage().items():
         worker = state.workers.get(wid)
@@ -267,117 +279,155 @@ def _release(state: MasterState, info: ShuffleInfo) -> None:
             worker.used_slots = max(0, worker.used_slots - used)
 
 
-def _drop_app(state: MasterState, app: str) -> None:
-    for info in state.app_shuffles(app):
+def _worker_registered(state: MasterState, event: WorkerRegistered) -> None:
+    # a worker that registers again (a restart) keeps the slots its shuffles hold and its exclusion
+    old = state.workers.get(event.worker_id)
+    state.workers[event.worker_id] = WorkerInfo(
+        worker_id=event.worker_id,
+        host=event.host,
+        control_port=event.control_port,
+        push_port=event.push_port,
+        replicate_port=event.replicate_port,
+        fetch_port=event.fetch_port,
+        slots=event.slots,
+        incarnation=event.incarnation,
+        used_slots=old.used_slots if old else 0,
+        excluded=old.excluded if old else False,
+        registered_at=event.at,
+    )
+
+
+def _worker_lost(state: MasterState, event: WorkerLost) -> None:
+    _need_worker(state, event.worker_id, event).status = LOST
+
+
+def _worker_excluded(state: MasterState, event: WorkerExcluded) -> None:
+    _need_worker(state, event.worker_id, event).excluded = event.excluded
+
+
+def _worker_decommissioning(state: MasterState, event: WorkerDecommissioning) -> None:
+    _need_worker(state, event.worker_id, event).status = DECOMMISSIONING
+
+
+def _worker_removed(state: MasterState, event: WorkerRemoved) -> None:
+    _need_worker(state, event.worker_id, event)
+    del state.workers[event.worker_id]
+
+
+def _app_registered(state: MasterState, event: AppRegistered) -> None:
+    if event.app_id in state.apps:
+        raise InvalidEvent(f"app {event.app_id} is already registered")
+    state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at)
+
+
+def _app_gone(state: MasterState, event: AppUnregistered | AppExpired) -> None:
+    if event.app_id not in state.apps:
+        raise InvalidEvent(f"{event.KIND} names unknown app {event.app_id!r}")
+    for info in state.app_shuffles(event.app_id):
         _release(state, info)
         del state.shuffles[(info.app_id, info.shuffle_id)]
-    del state.apps[app]
+    del state.apps[event.app_id]
+
+
+def _shuffle_registered(state: MasterState, event: ShuffleRegistered) -> None:
+    app = state.apps.get(event.app_id)
+    if app is None:
+        raise InvalidEvent(f"ShuffleRegistered names unknown app {event.app_id!r}")
+    if (event.app_id, event.shuffle_id) in state.shuffles:
+        raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already registered")
+    if not event.pairs:
+        raise InvalidEvent("ShuffleRegistered has no worker pairs")
+    for primary, replica in event.pairs:
+        _check_pair(state, primary, replica, event)
+    info = ShuffleInfo(
+        app_id=event.app_id,
+        shuffle_id=event.shuffle_id,
+        num_mappers=event.num_mappers,
+        num_partitions=event.num_partitions,
+        replicate=event.replicate,
+        pairs=event.pairs,
+        registered_at=event.at,
+        incarnations=event.incarnations,
+    )
+    state.shuffles[(event.app_id, event.shuffle_id)] = info
+    app.next_shuffle_id = max(app.next_shuffle_id, event.shuffle_id + 1)
+    for wid, used in info.slot_usage().items():
+        state.workers[wid].used_slots += used
+
+
+def _partition_revived(state: MasterState, event: PartitionRevived) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if not 0 <= event.partition < info.num_partitions:
+        raise InvalidEvent(f"partition {event.partition} out of range")
+    if event.epoch != info.current(event.partition).epoch + 1:
+        raise InvalidEvent(f"revive to epoch {event.epoch} skips or repeats an epoch")
+    _check_pair(state, event.primary, event.replica, event)
+    state.workers[event.primary].used_slots += 1
+    if event.replica is not None:
+        state.workers[event.replica].used_slots += 1
+    info.revivals.setdefault(event.partition, []).append(
+        Location(event.epoch, event.primary, event.replica, event.incarnations)
+    )
+
+
+def _mapper_ended(state: MasterState, event: MapperEnded) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if not 0 <= event.map_id < info.num_mappers:
+        raise InvalidEvent(f"map {event.map_id} out of range")
+    if event.map_id in info.winners:
+        raise InvalidEvent(f"map {event.map_id} already has a winning attempt")
+    info.winners[event.map_id] = (event.attempt_id, event.touched)
+
+
+def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if info.commit is not None:
+        raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already committed")
+    info.commit = CommitInfo(
+        event.lost_copies, event.lost_partitions, event.total_bytes, event.total_batches, event.at
+    )
+
+
+def _shuffle_unregistered(state: MasterState, event: ShuffleUnregistered) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    _release(state, info)
+    del state.shuffles[(event.app_id, event.shuffle_id)]
+
+
+def _leader_changed(state: MasterState, event: LeaderChanged) -> None:
+    if event.term < state.term:
+        raise InvalidEvent(f"term {event.term} is older than {state.term}")
+    state.term = event.term
+    state.leader = event.leader
+
+
+# Each function checks everything first and only then mutates: a rejected event changes nothing.
+_APPLIERS: dict[type[Event], Callable[[MasterState, Any], None]] = {
+    WorkerRegistered: _worker_registered,
+    WorkerLost: _worker_lost,
+    WorkerExcluded: _worker_excluded,
+    WorkerDecommissioning: _worker_decommissioning,
+    WorkerRemoved: _worker_removed,
+    AppRegistered: _app_registered,
+    AppUnregistered: _app_gone,
+    AppExpired: _app_gone,
+    ShuffleRegistered: _shuffle_registered,
+    PartitionRevived: _partition_revived,
+    MapperEnded: _mapper_ended,
+    ShuffleCommitted: _shuffle_committed,
+    ShuffleUnregistered: _shuffle_unregistered,
+    LeaderChanged: _leader_changed,
+}
 
 
 def apply(state: MasterState, event: Event) -> MasterState:
     """Fold one event into ``state`` (in place) and return it.
 
     Raises:
-        InvalidEvent: the event does not fit the state; ``state`` is unchanged.
+        InvalidEvent: the event does not fit the state, or is of no known kind; ``state`` is unchanged.
     """
-    match event:
-        case WorkerRegistered():
-            old = state.workers.get(event.worker_id)
-            state.workers[event.worker_id] = WorkerInfo(
-                worker_id=event.worker_id,
-                host=event.host,
-                control_port=event.control_port,
-                push_port=event.push_port,
-                replicate_port=event.replicate_port,
-                fetch_port=event.fetch_port,
-                slots=event.slots,
-                incarnation=event.incarnation,
-                used_slots=old.used_slots if old else 0,
-                excluded=old.excluded if old else False,
-                registered_at=event.at,
-            )
-        case WorkerLost():
-            _need_worker(state, event.worker_id, event).status = LOST
-        case WorkerExcluded():
-            _need_worker(state, event.worker_id, event).excluded = event.excluded
-        case WorkerDecommissioning():
-            _need_worker(state, event.worker_id, event).status = DECOMMISSIONING
-        case WorkerRemoved():
-            _need_worker(state, event.worker_id, event)
-            del state.workers[event.worker_id]
-        case AppRegistered():
-            if event.app_id in state.apps:
-                raise InvalidEvent(f"app {event.app_id} is already registered")
-            state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at)
-        case AppUnregistered() | AppExpired():
-            if event.app_id not in state.apps:
-                raise InvalidEvent(f"{event.KIND} names unknown app {event.app_id!r}")
-            _drop_app(state, event.app_id)
-        case ShuffleRegistered():
-            app = state.apps.get(event.app_id)
-            if app is None:
-                raise InvalidEvent(f"ShuffleRegistered names unknown app {event.app_id!r}")
-            if (event.app_id, event.shuffle_id) in state.shuffles:
-                raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already registered")
-            if not event.pairs:
-                raise InvalidEvent("ShuffleRegistered has no worker pairs")
-            for primary, replica in event.pairs:
-                _need_worker(state, primary, event)
-                if replica is not None:
-                    _need_worker(state, replica, event)
-                    if replica == primary:
-                        raise InvalidEvent(f"primary and replica are both {primary}")
-            info = ShuffleInfo(
-                app_id=event.app_id,
-                shuffle_id=event.shuffle_id,
-                num_mappers=event.num_mappers,
-                num_partitions=event.num_partitions,
-                replicate=event.replicate,
-                pairs=event.pairs,
-                registered_at=event.at,
-                incarnations=event.incarnations,
-            )
-            state.shuffles[(event.app_id, event.shuffle_id)] = info
-            app.next_shuffle_id = max(app.next_shuffle_id, event.shuffle_id + 1)
-            for wid, used in info.slot_usage().items():
-                state.workers[wid].used_slots += used
-        case PartitionRevived():
-            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
-            if not 0 <= event.partition < info.num_partitions:
-                raise InvalidEvent(f"partition {event.partition} out of range")
-            if event.epoch != info.current(event.partition).epoch + 1:
-                raise InvalidEvent(f"revive to epoch {event.epoch} skips or repeats an epoch")
-            if event.replica == event.primary:
-                raise InvalidEvent(f"primary and replica are both {event.primary}")
-            _need_worker(state, event.primary, event).used_slots += 1
-            if event.replica is not None:
-                _need_worker(state, event.replica, event).used_slots += 1
-            info.revivals.setdefault(event.partition, []).append(
-                Location(event.epoch, event.primary, event.replica, event.incarnations)
-            )
-        case MapperEnded():
-            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
-            if not 0 <= event.map_id < info.num_mappers:
-                raise InvalidEvent(f"map {event.map_id} out of range")
-            if event.map_id in info.winners:
-                raise InvalidEvent(f"map {event.map_id} already has a winning attempt")
-            info.winners[event.map_id] = (event.attempt_id, event.touched)
-        case ShuffleCommitted():
-            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
-            if info.commit is not None:
-                raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already committed")
-            info.commit = CommitInfo(
-                event.lost_copies, event.lost_partitions, event.total_bytes, event.total_batches, event.at
-            )
-        case ShuffleUnregistered():
-            info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
-            _release(state, info)
-            del state.shuffles[(event.app_id, event.shuffle_id)]
-        case LeaderChanged():
-            if event.term < state.term:
-                raise InvalidEvent(f"term {event.term} is older than {state.term}")
-            state.term = event.term
-            state.leader = event.leader
-        case _:
-            raise InvalidEvent(f"unknown event {event!r}")
+    applier = _APPLIERS.get(type(event))
+    if applier is None:
+        raise InvalidEvent(f"unknown event {event!r}")
+    applier(state, event)
     return state

@@ -40,18 +40,34 @@ from typing import Protocol, Self, runtime_checkable
 from croupier.core.errors import CroupierError, Unavailable
 
 __all__ = [
+    "MAX_BATCH_BYTES",
     "MAX_RECORD_BYTES",
+    "RECORD_OVERHEAD",
     "EventLog",
     "LogCorrupted",
     "LogLocked",
     "LogTruncated",
     "MemoryEventLog",
     "MemoryLogStore",
+    "batch_bytes",
     "replay",
 ]
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """The largest record payload any backend accepts; bigger ones raise ``ValueError``."""
+
+RECORD_OVERHEAD = 16
+"""What a record costs a group beyond its payload, as ``max_batch_bytes`` counts it: the file
+log's record header, which is more than the ZooKeeper log's length prefix plus the record's
+share of its batch header."""
+
+MAX_BATCH_BYTES = MAX_RECORD_BYTES + RECORD_OVERHEAD
+"""The memory and file logs' ``max_batch_bytes``: one group holds at most one record's worth."""
+
+
+def batch_bytes(records: Sequence[bytes]) -> int:
+    """The size of a group as ``EventLog.max_batch_bytes`` counts it."""
+    return sum(len(r) + RECORD_OVERHEAD for r in records)
 
 
 class LogTruncated(CroupierError):
@@ -128,9 +144,14 @@ class EventLog(Protocol):
     State:
         max_record_bytes: the largest record ``append`` accepts (``MAX_RECORD_BYTES`` for
             the memory and file logs; less for ZooKeeper, whose znodes hold ~1 MiB).
+        max_batch_bytes: the largest group, counted by ``batch_bytes``, to give one ``append``
+            (the group committer's bound). The ZooKeeper log refuses a larger group (one znode
+            holds it); the memory and file logs take one but say ``MAX_BATCH_BYTES``, their
+            record limit, so that one write and fsync stay bounded.
     """
 
     max_record_bytes: int
+    max_batch_bytes: int
 
     def append(self, records: Sequence[bytes]) -> int:
         """Durably append one group (one group commit), all or nothing.
@@ -221,6 +242,7 @@ class MemoryEventLog:
     """
 
     max_record_bytes = MAX_RECORD_BYTES
+    max_batch_bytes = MAX_BATCH_BYTES
 
     def __init__(self, store: MemoryLogStore | None = None) -> None:
         self.store = store if store is not None else MemoryLogStore()

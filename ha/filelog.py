@@ -82,6 +82,7 @@ from typing import Self
 
 from croupier.core.errors import Unavailable
 from croupier.ha.eventlog import (
+    MAX_BATCH_BYTES,
     MAX_RECORD_BYTES,
     LogCorrupted,
     LogLocked,
@@ -255,6 +256,7 @@ class FileEventLog:
     """
 
     max_record_bytes = MAX_RECORD_BYTES
+    max_batch_bytes = MAX_BATCH_BYTES
 
     def __init__(
         self, directory: str | os.PathLike[str], *, segment_bytes: int = DEFAULT_SEGMENT_BYTES

@@ -2,9 +2,10 @@
 
 The master's actor decides commands one by one and hands each one's encoded
 events and its reply callback to the ``GroupCommitter``. The committer's thread
-takes everything queued so far (up to ``max_events``), appends it to the event
-log in one call (one write + one fsync, or one ZooKeeper transaction), and only
-then runs the callbacks, in order. Items with no events go through the same
+takes everything queued so far (up to ``max_events``, and never past the log's
+``max_batch_bytes``: a command that does not fit starts the next group), appends
+it to the event log in one call (one write + one fsync, or one ZooKeeper
+transaction), and only then runs the callbacks, in order. Items with no events go through the same
 queue, so a reply is never sent before the events of earlier commands are
 durable (a read never shows state that a crash could take back).
 
@@ -31,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from croupier.core.errors import CroupierError, Unavailable
-from croupier.ha.eventlog import EventLog
+from croupier.ha.eventlog import EventLog, batch_bytes
 
 __all__ = ["Done", "GroupCommitter"]
 
@@ -58,8 +59,8 @@ class GroupCommitter:
         generation: items stamped with an older generation than a failure are refused.
 
     Parameters:
-        log: the event log (file, memory or ZooKeeper).
-        max_events: at most this many records per append.
+        log: the event log (file, memory or ZooKeeper); its ``max_batch_bytes`` bounds a group.
+        max_events: take no more commands into a group once it holds this many records.
         on_failure: called on the committer thread after a failed append, with the error.
     """
 
@@ -68,13 +69,12 @@ class GroupCommitter:
         log: EventLog,
         *,
         max_events: int = 4096,
-        max_bytes: int = 512 * 1024,
         on_failure: Callable[[CroupierError], None] | None = None,
         name: str = "group-commit",
     ) -> None:
         self._log = log
         self._max_events = max_events
-        self._max_bytes = max_bytes
+        self._max_bytes = log.max_batch_bytes
         self._on_failure = on_failure
         self._queue: queue.SimpleQueue[_Item | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -112,31 +112,40 @@ class GroupCommitter:
 
     # -- the committer thread ---------------------------------------------------------------
     def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
+        following: _Item | object | None = None
+        while True:
+            first = following if following is not None else self._queue.get()
             if first is _STOP:
                 break
             assert isinstance(first, _Item)
-            batch = [first]
-            size = sum(len(r) for r in first.records)
-            count = len(first.records)
-            # take what is already queued: this is the group in "group commit"
-            while count < self._max_events and size < self._max_bytes and first.snapshot is None:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stopping = True
-                    break
-                assert isinstance(nxt, _Item)
-                batch.append(nxt)
-                count += len(nxt.records)
-                size += sum(len(r) for r in nxt.records)
-                if nxt.snapshot is not None:
-                    break
+            batch, following = self._gather(first)
             self._commit(batch)
+
+    def _gather(self, first: _Item) -> tuple[list[_Item], _Item | object | None]:
+        """``first`` and what is already queued behind it: the group in "group commit".
+
+        Returns the group, and what was taken from the queue but belongs after it (an item
+        that would take the group past the log's ``max_batch_bytes``, or the stop signal).
+        """
+        batch = [first]
+        count = len(first.records)
+        size = batch_bytes(first.records)
+        # a snapshot ends a group: it is written once everything before it is durable
+        while count < self._max_events and batch[-1].snapshot is None:
+            try:
+                nxt = self._queue.get_nowait()
+            except queue.Empty:
+                return batch, None
+            if nxt is _STOP:
+                return batch, nxt
+            assert isinstance(nxt, _Item)
+            more = batch_bytes(nxt.records)
+            if size + more > self._max_bytes:
+                return batch, nxt
+            batch.append(nxt)
+            count += len(nxt.records)
+            size += more
+        return batch, None
 
     def _commit(self, batch: list[_Item]) -> None:
         live = [item for item in batch if item.generation > self._failed_generation]

@@ -99,7 +99,6 @@ class Leadership:
     State (written on the control thread):
         term: the newest term this master knows of (its own while it leads).
         leader_url: the leader's URL, "" when unknown.
-        took_over_at: wall-clock time of this master's last take-over.
     """
 
     def __init__(
@@ -129,7 +128,6 @@ class Leadership:
         self._writer: ZooKeeperEventLog | None = None
         self.term = 0
         self.leader_url = ""
-        self.took_over_at: float | None = None
 
     @property
     def role(self) -> MasterRole:
@@ -275,7 +273,7 @@ class Leadership:
         except CroupierError as exc:
             log.warning("master %s could not take over: %s", self.url, exc.message)
             return r.TakeOverFailed(exc.message)
-        self.term, self.leader_url, self.took_over_at = term, self.url, time.time()
+        self.term, self.leader_url = term, self.url
         log.warning(
             "master %s is the leader for term %d (took over in %.3f s)",
             self.url,

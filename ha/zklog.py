@@ -233,6 +233,7 @@ class ZooKeeperEventLog:
 
     State:
         max_record_bytes: the largest record ``append`` accepts.
+        max_batch_bytes: ``max_group_bytes``: a group within it by ``batch_bytes`` fits one znode.
         _last_seq / _last_counter: the newest record and batch counter known (the writer
             trusts them only while ``_uncertain`` is false).
         _snap_seq / _snap_dir: the newest snapshot this writer knows of.
@@ -270,6 +271,8 @@ class ZooKeeperEventLog:
         self.writer = writer
         self.max_group_bytes = max_group_bytes
         self.max_record_bytes = max_group_bytes - GROUP_HEADER.size - RECORD_LENGTH.size
+        # batch_bytes() counts 16 bytes a record, never less than the encoding's 12 a batch + 4 a record
+        self.max_batch_bytes = max_group_bytes
         self.epoch_path = f"{self.root}/epoch"
         self.writer_path = f"{self.root}/writer"
         self.log_path = f"{self.root}/log"

@@ -84,7 +84,6 @@ class BatchSelector:
         self._conflicts: list[str] = []
         self.kept = 0
         self.duplicates = 0
-        self.losers = 0
 
     def _winning(self, header: BatchHeader) -> bool:
         m = header.map_id
@@ -99,7 +98,6 @@ class BatchSelector:
     def offer(self, header: BatchHeader) -> bool:
         """Account for one verified batch; True when its records are to be yielded."""
         if not self._winning(header):
-            self.losers += 1
             return False
         m = header.map_id
         if header.is_seal:

@@ -84,7 +84,10 @@ class Client:
         self.url = url
         self.config = config or ClientConfig()
         self._master = MasterClient(
-            url, timeout=self.config.rpc_timeout, deadline=self.config.failover_deadline
+            url,
+            timeout=self.config.rpc_timeout,
+            attempts=self.config.rpc_retries + 1,
+            deadline=self.config.failover_deadline,
         )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None

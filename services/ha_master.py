@@ -92,10 +92,6 @@ class HaMasterService(Service):
     def leader_url(self) -> str:
         return self._leadership.leader_url if self._leadership is not None else ""
 
-    @property
-    def took_over_at(self) -> float | None:
-        return self._leadership.took_over_at if self._leadership is not None else None
-
     def start(self) -> Self:
         try:
             self._zk = KazooClient(

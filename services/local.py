@@ -217,9 +217,6 @@ class LocalCluster(Service):
         else:
             self.ha_masters[i].stop()
 
-    def restart_master(self, i: int) -> None:
-        self._start_master(i)
-
     def _worker_dirs(self, i: int) -> list[Path]:
         return [self.base_dir / f"worker{i}" / "disk0"]
 

@@ -308,9 +308,6 @@ class WorkerService(Service):
         log.info("worker %s (incarnation %s) serving %s", self.worker_id, self.incarnation, self.urls)
         return self
 
-    def wait_registered(self, timeout: float = 30.0) -> bool:
-        return self._registered.wait(timeout)
-
     @property
     def urls(self) -> dict[str, str]:
         return {name: server.url for name, server in self._servers.items()}

@@ -106,7 +106,6 @@ class AsyncRpcClient:
         self._started = False
         self._closed = False
         self.sent = 0
-        self.timeouts = 0
 
     def start(self) -> None:
         self._started = True
@@ -285,7 +284,6 @@ class AsyncRpcClient:
             pending = self._pending.get(rid)
             if pending is None:
                 continue
-            self.timeouts += 1
             reset.add(pending.url)
             self._finish(
                 rid,

@@ -1,19 +1,24 @@
 """Property tests of the fold: replay equals live state; snapshot + tail equals replay;
-``decide`` never produces an event that ``apply`` rejects."""
+``decide`` never produces an event that ``apply`` rejects; an event ``apply`` rejects
+(of any kind) leaves the state exactly as it was."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
+from typing import Any
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from croupier.core import events as events_module
 from croupier.core.commands import Command, decode_command, encode_command
 from croupier.core.decide import decide
 from croupier.core.errors import CroupierError
-from croupier.core.events import Event, decode_event, encode_event
-from croupier.core.state import MasterState, apply
+from croupier.core.events import EVENT_TYPES, Event, decode_event, encode_event
+from croupier.core.state import InvalidEvent, MasterState, apply
 from tests.core.strategies import scenarios
 
 
@@ -79,3 +84,92 @@ def test_decide_does_not_mutate_state(cmds: list[Command], seed: int) -> None:
         with contextlib.suppress(CroupierError):
             decide(state, cmd, 0.0, rng)
     assert state.to_json() == before
+
+
+# -- a rejected event leaves the state untouched ------------------------------------------
+
+UNKNOWN = "nobody"
+
+
+def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
+    """A strategy per event field name, drawing mostly from what ``state`` knows, sometimes not."""
+    workers = st.sampled_from([*sorted(state.workers), UNKNOWN])
+    apps = st.sampled_from([*sorted(state.apps), UNKNOWN])
+    shuffle_ids = st.sampled_from(sorted({sid for _, sid in state.shuffles} | {0, 99}))
+    small = st.integers(-1, 9)
+    incarnations = st.lists(st.tuples(workers, st.sampled_from(["i1", "i2"])), max_size=3).map(tuple)
+    return {
+        "worker_id": workers,
+        "primary": workers,
+        "replica": st.none() | workers,
+        "app_id": apps,
+        "shuffle_id": shuffle_ids,
+        "partition": small,
+        "map_id": small,
+        "epoch": st.integers(0, 3),
+        "attempt_id": st.integers(0, 2),
+        "touched": st.integers(0, 9),
+        "num_mappers": st.integers(1, 4),
+        "num_partitions": st.integers(1, 9),
+        "pairs": st.lists(st.tuples(workers, st.none() | workers), max_size=3).map(tuple),
+        "incarnations": incarnations,
+        "lost_copies": st.lists(st.tuples(small, st.integers(0, 2), workers), max_size=3).map(tuple),
+        "lost_partitions": st.lists(small, max_size=3).map(tuple),
+        "term": st.integers(0, 5),
+        "slots": st.integers(0, 60),
+        "excluded": st.booleans(),
+        "replicate": st.booleans(),
+        "total_bytes": st.integers(0, 10**6),
+        "total_batches": st.integers(0, 100),
+        "at": st.floats(0, 1e6),
+        **{port: st.integers(1, 9) for port in ("control_port", "push_port", "replicate_port", "fetch_port")},
+        **{text: st.sampled_from(["x", "y"]) for text in ("host", "incarnation", "reason", "name", "leader")},
+    }
+
+
+@st.composite
+def _event_of(draw: st.DrawFn, kind: type[Event], state: MasterState) -> Event:
+    table = _field_strategies(state)
+    values = {f.name: draw(table[f.name]) for f in dataclasses.fields(kind)}
+    # most checks are about a registered shuffle and its current epoch: aim at them half the time,
+    # so that an event gets past the first checks and fails (or not) on a later one
+    if "shuffle_id" in values and state.shuffles and draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(state.shuffles)))
+        values["app_id"], values["shuffle_id"] = key
+        info = state.shuffles[key]
+        if "epoch" in values and 0 <= values["partition"] < info.num_partitions and draw(st.booleans()):
+            values["epoch"] = info.current(values["partition"]).epoch + 1
+    return kind(**values)
+
+
+def test_every_event_class_is_in_event_types() -> None:
+    defined = {
+        cls
+        for cls in vars(events_module).values()
+        if isinstance(cls, type) and issubclass(cls, Event) and cls is not Event
+    }
+    assert defined == set(EVENT_TYPES.values())
+
+
+@pytest.mark.parametrize("kind", sorted(EVENT_TYPES))
+def test_a_rejected_event_leaves_the_state_untouched(kind: str) -> None:
+    outcomes: set[str] = set()
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(scenarios, st.integers(0, 2**32), st.data())
+    def check(cmds: list[Command], seed: int, data: st.DataObject) -> None:
+        state, _ = run(cmds, seed)
+        for _ in range(5):
+            event = data.draw(_event_of(EVENT_TYPES[kind], state))
+            before = state.to_json()
+            try:
+                apply(state, event)
+            except InvalidEvent:
+                outcomes.add("rejected")
+                assert state.to_json() == before, f"a rejected {event!r} changed the state"
+            else:
+                outcomes.add("applied")
+
+    check()
+    # the property is only worth something if both branches ran (WorkerRegistered always fits)
+    assert outcomes == ({"applied"} if kind == "WorkerRegistered" else {"applied", "rejected"})

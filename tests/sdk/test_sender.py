@@ -19,7 +19,6 @@ from croupier.core.errors import (
     BadRequest,
     Congested,
     CroupierError,
-    HardSplit,
     RequestTimeout,
     StaleLocation,
     Unavailable,
@@ -232,9 +231,9 @@ def test_unavailable_revives_and_resends_with_the_same_ids() -> None:
     assert sender.revived == 2 and sender.unacked == 0
 
 
-def test_timeout_blames_the_primary_and_hard_split_blames_nobody() -> None:
+def test_timeout_blames_the_primary_and_stale_location_blames_nobody() -> None:
     master = FakeMaster()
-    sender = make_sender(FakeNet(RequestTimeout("slow"), HardSplit("full")), master)
+    sender = make_sender(FakeNet(RequestTimeout("slow"), StaleLocation("old epoch")), master)
     sender.submit([b(0, 0)])
     sender.drain()
     assert [(c[1], c[3]) for c in master.calls] == [(0, ("w0",)), (1, ())]

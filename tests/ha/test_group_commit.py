@@ -1,0 +1,72 @@
+"""The group committer bounds its groups by the log it commits to."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from croupier.core.errors import CroupierError
+from croupier.ha.eventlog import MAX_BATCH_BYTES, RECORD_OVERHEAD, MemoryEventLog, batch_bytes
+from croupier.ha.filelog import FileEventLog
+from croupier.ha.group_commit import GroupCommitter
+from croupier.ha.zklog import GROUP_HEADER, RECORD_LENGTH, encode_group
+
+
+class SmallLog(MemoryEventLog):
+    """A memory log that takes groups of at most 200 bytes, and remembers each group."""
+
+    max_batch_bytes = 200
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[bytes]] = []
+
+    def append(self, records: Sequence[bytes]) -> int:
+        assert batch_bytes(records) <= self.max_batch_bytes, "a group past the log's limit"
+        self.groups.append(list(records))
+        return super().append(records)
+
+
+def test_groups_stay_within_the_logs_max_batch_bytes_and_keep_their_order() -> None:
+    log = SmallLog()
+    committer = GroupCommitter(log)
+    done: list[CroupierError | None] = []
+    finished = threading.Event()
+
+    def record(error: CroupierError | None) -> None:
+        done.append(error)
+        if len(done) == len(commands):
+            finished.set()
+
+    commands = [[bytes([i]) * (10 + 7 * (i % 5))] * (1 + i % 3) for i in range(60)]
+    # everything is queued before the thread starts, so it could all go in one group
+    for records in commands:
+        committer.submit(records, record)
+    committer.start()
+    assert finished.wait(10)
+    committer.stop()
+    assert done == [None] * len(commands)
+    assert [r for _, r in log.read()] == [r for records in commands for r in records]
+    assert len(log.groups) > 1 and all(batch_bytes(g) <= 200 for g in log.groups)
+    # a command's records are never split over two groups
+    sizes = [len(records) for records in commands]
+    cuts = {sum(len(g) for g in log.groups[: i + 1]) for i in range(len(log.groups))}
+    assert cuts <= {sum(sizes[: i + 1]) for i in range(len(sizes))}
+    log.close()
+
+
+def test_each_log_states_its_limit(tmp_path: Path) -> None:
+    memory = MemoryEventLog()
+    assert memory.max_batch_bytes == MAX_BATCH_BYTES == memory.max_record_bytes + RECORD_OVERHEAD
+    memory.close()
+    with FileEventLog(str(tmp_path)) as file_log:
+        assert file_log.max_batch_bytes == MAX_BATCH_BYTES
+
+
+def test_a_zookeeper_group_within_max_batch_bytes_fits_its_znode() -> None:
+    # the ZooKeeper log's max_batch_bytes is its max_group_bytes: batch_bytes must never count
+    # less than the batch znode's encoding
+    assert GROUP_HEADER.size + RECORD_LENGTH.size <= RECORD_OVERHEAD
+    for group in ([b""], [b"x" * 100], [b"a", b"bb", b"ccc"] * 50):
+        assert len(encode_group(1, group)) <= batch_bytes(group)
