@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.services.bench import main_bench
+from croupier.tools.bench import main_bench
 
 pytestmark = pytest.mark.integration
 

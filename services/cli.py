@@ -174,7 +174,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from croupier.core.config import parse_size
-    from croupier.services.demo import main_demo
+    from croupier.tools.demo import main_demo
 
     if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
@@ -183,7 +183,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from croupier.services.bench import main_bench
+    from croupier.tools.bench import main_bench
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     from croupier.core.config import parse_size

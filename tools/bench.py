@@ -189,7 +189,7 @@ def data_scenarios(
     ``partitions`` and ``push_buffer`` (the client's batch size, 0 = its default) apply
     to ``raw``; ``plot`` names a PNG file for the scale curve (needs matplotlib).
     """
-    from croupier.services.demo import run_demo
+    from croupier.tools.demo import run_demo
 
     results: dict[str, Any] = {}
     samples: dict[str, list[float]] = {}
@@ -380,7 +380,7 @@ def main_bench(
         if "plot" in results:
             print(f"plot: {results['plot']}")
     if "dask" in scenarios:
-        from croupier.services.bench_dask import dask_scenario
+        from croupier.tools.bench_dask import dask_scenario
 
         found = dask_scenario(size=size, runs=runs, workers=workers)["dask"]
         results["dask"] = found
