@@ -171,7 +171,11 @@ class _Server:
     def serve(self, sock: zmq.Socket[bytes], ident: zmq.Frame, partition: int, chunk: int) -> None:
         """Stream one partition file to ``ident`` in ``chunk``-sized ``D`` frames, then ``E``."""
         total = 0
-        fd = os.open(self.path("p", partition), os.O_RDONLY)
+        try:
+            fd = os.open(self.path("p", partition), os.O_RDONLY)
+        except FileNotFoundError:  # no block was pushed to this partition: it is empty
+            sock.send_multipart([ident, b"E", struct.pack("<Q", 0)])
+            return
         try:
             while piece := os.read(fd, chunk):
                 total += len(piece)
@@ -294,6 +298,8 @@ def reducer(rid: int, addrs: list[str], parts: list[int], chunk: int, do_hash: b
         sock = socks[partition % 2]
         sock.send_multipart([b"G", _U32.pack(partition), _U32.pack(chunk)])
         while True:
+            if not sock.poll(60_000):
+                raise RuntimeError(f"no data for partition {partition} within 60 s")
             frames = sock.recv_multipart(copy=False)
             if frames[0].bytes == b"E":
                 break
