@@ -228,60 +228,11 @@ def _compile(tp: Any) -> Converter:
         return _compile(supertype)
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        nullable = type(None) in args
-        options = [_compile(a) for a in args if a is not type(None)]
-        if nullable and len(options) == 1:
-            return _nullable(options[0])
-
-        def union(value: Any, path: str) -> Any:
-            if value is None and nullable:
-                return None
-            for option in options:
-                try:
-                    return option(value, path)
-                except BadRequest:
-                    continue
-            raise BadRequest(f"{path}: {value!r} does not match {tp}")
-
-        return union
+        return _compile_union(tp)
     if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            item = _compile(args[0])
-
-            def var_tuple(value: Any, path: str) -> tuple[Any, ...]:
-                if not isinstance(value, list | tuple):
-                    raise _expect("a list", value, path)
-                return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
-
-            return var_tuple
-        items = [_compile(a) for a in args]
-
-        def fixed_tuple(value: Any, path: str) -> tuple[Any, ...]:
-            if not isinstance(value, list | tuple):
-                raise _expect("a list", value, path)
-            if len(items) != len(value):
-                raise BadRequest(f"{path}: expected {len(items)} items, got {len(value)}")
-            return tuple(
-                conv(v, f"{path}[{i}]") for i, (conv, v) in enumerate(zip(items, value, strict=True))
-            )
-
-        return fixed_tuple
+        return _compile_tuple(tp)
     if origin is dict:
-        key_t, val_t = typing.get_args(tp)
-        key_conv, val_conv = _compile(key_t), _compile(val_t)
-
-        def mapping(value: Any, path: str) -> dict[Any, Any]:
-            if not isinstance(value, dict):
-                raise _expect("an object", value, path)
-            out = {}
-            for k, v in value.items():
-                key = int(k) if key_t is int and isinstance(k, str) and k.lstrip("-").isdigit() else k
-                out[key_conv(key, f"{path}.key")] = val_conv(v, f"{path}.{k}")
-            return out
-
-        return mapping
+        return _compile_dict(tp)
     if dataclasses.is_dataclass(tp):
         cls = typing.cast(type, tp)
         return lambda value, path: from_json(cls, value, path)
@@ -295,3 +246,65 @@ def _compile(tp: Any) -> Converter:
         raise TypeError(f"{path}: unsupported field type {tp!r}")  # a bug in a message definition
 
     return unsupported
+
+
+def _compile_union(tp: Any) -> Converter:
+    """``A | B | None``: the first option that accepts the value wins."""
+    args = typing.get_args(tp)
+    nullable = type(None) in args
+    options = [_compile(a) for a in args if a is not type(None)]
+    if nullable and len(options) == 1:
+        return _nullable(options[0])
+
+    def union(value: Any, path: str) -> Any:
+        if value is None and nullable:
+            return None
+        for option in options:
+            try:
+                return option(value, path)
+            except BadRequest:
+                continue
+        raise BadRequest(f"{path}: {value!r} does not match {tp}")
+
+    return union
+
+
+def _compile_tuple(tp: Any) -> Converter:
+    """``tuple[X, ...]`` or ``tuple[X, Y]`` from a JSON list."""
+    args = typing.get_args(tp)
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = _compile(args[0])
+
+        def var_tuple(value: Any, path: str) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                raise _expect("a list", value, path)
+            return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+        return var_tuple
+    items = [_compile(a) for a in args]
+
+    def fixed_tuple(value: Any, path: str) -> tuple[Any, ...]:
+        if not isinstance(value, list | tuple):
+            raise _expect("a list", value, path)
+        if len(items) != len(value):
+            raise BadRequest(f"{path}: expected {len(items)} items, got {len(value)}")
+        return tuple(conv(v, f"{path}[{i}]") for i, (conv, v) in enumerate(zip(items, value, strict=True)))
+
+    return fixed_tuple
+
+
+def _compile_dict(tp: Any) -> Converter:
+    """``dict[K, V]`` from a JSON object; int keys arrive as strings and are converted back."""
+    key_t, val_t = typing.get_args(tp)
+    key_conv, val_conv = _compile(key_t), _compile(val_t)
+
+    def mapping(value: Any, path: str) -> dict[Any, Any]:
+        if not isinstance(value, dict):
+            raise _expect("an object", value, path)
+        out = {}
+        for k, v in value.items():
+            key = int(k) if key_t is int and isinstance(k, str) and k.lstrip("-").isdigit() else k
+            out[key_conv(key, f"{path}.key")] = val_conv(v, f"{path}.{k}")
+        return out
+
+    return mapping

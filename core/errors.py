@@ -16,7 +16,8 @@
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── DataLostError         DATA_LOST            names the partitions and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
-    │   └── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
+    │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
+    │   └── ElectionNodeGone  UNAVAILABLE     (r)  ha.election: this contender's node is gone; join again
     ├── RequestTimeout        TIMEOUT         (r)  no reply in time
     ├── InternalError         INTERNAL             a bug: logged with a traceback on the server
     ├── InvalidEvent          INTERNAL             core.state: an event that does not fit the state

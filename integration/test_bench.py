@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.services.bench import main_bench
+from croupier.tools.bench import main_bench
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +40,7 @@ def test_bench_data_scenarios_verify_and_report_their_ratios(capsys: pytest.Capt
         "reads/reader-each/640",
     ):
         assert results[name]["runs"] == 1 and results[name]["mb_per_s"]["median"] > 0, name
+        assert results[name]["worker_cpu_s_per_gib"]["median"] > 0, name  # real worker processes
     assert set(results["ratios"]) == {
         "replication_cost",
         "actors_sharded_to_per_location_640",
@@ -47,6 +48,29 @@ def test_bench_data_scenarios_verify_and_report_their_ratios(capsys: pytest.Capt
     }
     assert "actors/sharded/640" in out  # the table is printed too
     assert results["plot"] == "skipped: the scale scenario did not run"
+
+
+def test_bench_ceilings_run_from_the_repository(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_bench(
+        ["ceiling", "ceiling-tuned"],
+        ha=False,
+        runs=1,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=4 * 1024**2,
+        mappers=2,
+        partitions=16,
+    )
+    out = capsys.readouterr().out
+    results = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, results.get("failures")
+    # raw/replicated runs beside the ceilings, so that it can be reported as a ratio of each
+    for name in ("raw/replicated", "ceiling", "ceiling-tuned"):
+        assert results[name]["mb_per_s"]["median"] > 0, name
+        assert results[name]["worker_cpu_s_per_gib"]["median"] > 0, name
+    assert set(results["ratios"]) == {"raw_replicated_to_ceiling", "raw_replicated_to_ceiling_tuned"}
+    assert "ceiling-tuned" in out and "worker CPU-s/GiB" in out
 
 
 def test_bench_scale_curve_is_plotted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -183,7 +183,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from croupier.core.config import parse_size
-    from croupier.services.demo import main_demo
+    from croupier.tools.demo import main_demo
 
     if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
@@ -192,10 +192,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from croupier.services.bench import main_bench
+    from croupier.core.config import parse_size
+    from croupier.tools.bench import main_bench
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    from croupier.core.config import parse_size
 
     return main_bench(
         scenarios,
@@ -214,10 +214,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: one sub-command per ``_add_*`` helper below."""
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench):
+        add(sub)
+    return parser
 
+
+_Subparsers = argparse._SubParsersAction  # argparse has no public name for it
+
+
+def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     m = sub.add_parser("master", help="run a master")
     m.add_argument("--listen", default="127.0.0.1:9097", help="HOST:PORT (port 0 = any free port)")
     m.add_argument("--data-dir", help=f"event log directory (default {_default_data_dir()})")
@@ -228,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--grace", default="30s", help="no worker or app is declared lost this soon after start")
     m.set_defaults(func=cmd_master)
 
+
+def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     a = sub.add_parser("admin", help="inspect and operate a cluster")
     a.add_argument("--master", required=True, help="tcp://host:port[,...] or zk://hosts/root")
     a.add_argument("--json", action="store_true", help="print JSON")
@@ -238,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
     a.set_defaults(func=cmd_admin)
 
+
+def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--master", required=True)
     w.add_argument("--listen", default="127.0.0.1")
@@ -264,12 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.set_defaults(func=cmd_worker)
 
+
+def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc = sub.add_parser("local", help="a master and N workers in the foreground")
     loc.add_argument("--workers", type=int, default=3)
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
     loc.set_defaults(func=cmd_local)
 
+
+def _add_demo(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     d = sub.add_parser("demo", help="run a verified shuffle on an embedded cluster")
     d.add_argument("--size", default="256MiB")
     d.add_argument("--mappers", type=int, default=8)
@@ -277,11 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--workers", type=int, default=3)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
+
+
+def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b = sub.add_parser("bench", help="benchmarks, side by side in one run")
     b.add_argument(
         "--scenarios",
-        default="raw,ceiling,scale,control",
-        help="comma-separated: raw, ceiling, scale, dask, control, actors, reads",
+        default="raw,ceiling,ceiling-tuned,scale,control",
+        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)
@@ -295,7 +315,6 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--clients", type=int, default=4)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

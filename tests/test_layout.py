@@ -17,6 +17,7 @@ FOLDERS = {
     "transports": "croupier.transports",
     "storage": "croupier.storage",
     "services": "croupier.services",
+    "tools": "croupier.tools",
 }
 
 
@@ -76,3 +77,17 @@ def test_import_croupier_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     assert croupier.__version__
+
+
+def test_nothing_below_services_imports_tools() -> None:
+    # tools/ (demo, bench, ceiling) sit on top of the service; the layers it measures never see it
+    for top in ("core", "transports", "storage", "ha", "actors"):
+        for path in (ROOT / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                for name in names:
+                    assert not name.startswith("croupier.tools"), f"{top}/{path.name} imports {name}"

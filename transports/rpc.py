@@ -658,21 +658,7 @@ class RpcClient:
             for attempt in range(retries + 1):
                 if attempt:
                     time.sleep(self._retry_backoff * 2 ** (attempt - 1))
-                request_id = self._next_id()
-                try:
-                    if self._sock is None:
-                        self._sock = self._connect()
-                    reply = self._exchange(
-                        self._sock,
-                        msg_type=msg_type,
-                        request_id=request_id,
-                        data=data,
-                        payloads=payloads,
-                        timeout=timeout,
-                    )
-                except zmq.ZMQError as exc:
-                    self._drop_socket()
-                    raise Unavailable(f"{_type_name(msg_type)} to {self.url} failed: {exc}") from exc
+                reply = self._try_once(msg_type, data, payloads, timeout)
                 if reply is not None:
                     return reply
                 # Lazy pirate: a socket that timed out may hold a half-dead
@@ -684,6 +670,30 @@ class RpcClient:
                 f"({retries + 1} tries)",
                 {"url": self.url, "msg_type": msg_type, "timeout": timeout, "tries": retries + 1},
             )
+
+    def _try_once(
+        self, msg_type: int, data: bytes, payloads: Sequence[Payload], timeout: float
+    ) -> Reply | None:
+        """One request on the (re)connected socket, with a fresh id; None when it timed out.
+
+        The caller holds ``self._lock``. A ZeroMQ failure drops the socket and raises
+        ``Unavailable``.
+        """
+        request_id = self._next_id()
+        try:
+            if self._sock is None:
+                self._sock = self._connect()
+            return self._exchange(
+                self._sock,
+                msg_type=msg_type,
+                request_id=request_id,
+                data=data,
+                payloads=payloads,
+                timeout=timeout,
+            )
+        except zmq.ZMQError as exc:
+            self._drop_socket()
+            raise Unavailable(f"{_type_name(msg_type)} to {self.url} failed: {exc}") from exc
 
     def _exchange(
         self,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from croupier.core.config import WorkerConfig
+from croupier.tools.proc import cpu_seconds, peak_rss
 
 __all__ = ["DemoResult", "run_demo"]
 
@@ -144,6 +145,12 @@ class DemoResult:
     errors: list[str]
     replicate: bool = True
     worker_peak_rss: int = 0
+    worker_cpu_seconds: float = 0.0
+
+    @property
+    def worker_cpu_s_per_gib(self) -> float:
+        """The workers' CPU (user + system, all of them) per GiB shuffled."""
+        return self.worker_cpu_seconds / (self.bytes / 2**30) if self.bytes else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,129 +164,10 @@ class DemoResult:
             "workers": self.workers,
             "replicate": self.replicate,
             "worker_peak_rss": self.worker_peak_rss,
+            "worker_cpu_seconds": round(self.worker_cpu_seconds, 3),
+            "worker_cpu_s_per_gib": round(self.worker_cpu_s_per_gib, 3),
             "errors": self.errors,
         }
-
-
-def _peak_rss(pid: int) -> int:
-    """VmHWM of a live process, in bytes (0 if unknown)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def run_demo(
-    size: int,
-    mappers: int,
-    partitions: int,
-    workers: int,
-    *,
-    progress: bool = True,
-    replicate: bool = True,
-    push_buffer: int = 0,
-    worker_config: WorkerConfig | None = None,
-    batched_reads: bool = True,
-) -> DemoResult:
-    """Run the whole demo and return its verdict.
-
-    The clock starts at the first push (after every process has started) and stops
-    when the last record is verified. ``worker_config`` overrides the workers'
-    settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
-    instead of using ``Shuffle.readers``.
-    """
-    import croupier
-    from croupier.services.local import LocalCluster
-
-    ctx = multiprocessing.get_context("spawn")
-    procs = max(1, min(mappers, multiprocessing.cpu_count()))
-    budget = max(1, size // mappers)
-    expected: list[int] = []
-    for m in range(mappers):
-        expected.append(sum(1 for _ in _record_plan(m, budget)))
-    config = worker_config or WorkerConfig(heartbeat_interval=1.0)
-    with (
-        LocalCluster(workers, processes=True, worker_config=config) as cluster,
-        croupier.connect(cluster.master_url) as client,
-    ):
-        app = client.register_app("demo")
-        sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
-        bar = _Bar(progress, size)
-        with ProcessPoolExecutor(procs, mp_context=ctx) as pool:
-            for warm in [pool.submit(_warm) for _ in range(procs)]:
-                warm.result()
-            started = time.perf_counter()
-            futures = [
-                pool.submit(
-                    map_task, cluster.master_url, sh.app_id, sh.shuffle_id, m, budget, partitions, push_buffer
-                )
-                for m in range(mappers)
-            ]
-            written = 0
-            records = 0
-            for fut in as_completed(futures):
-                r, b = fut.result()
-                written += b
-                records += r
-                bar.advance("push", b)
-            pushed = time.perf_counter()
-        chunks = [list(range(i, partitions, procs)) for i in range(procs)]
-        results: list[dict[str, Any]] = []
-        with ProcessPoolExecutor(procs, mp_context=ctx) as rpool:
-            for warm in [rpool.submit(_warm) for _ in range(procs)]:
-                warm.result()
-            paused = time.perf_counter()
-            reads = [
-                rpool.submit(
-                    reduce_task,
-                    cluster.master_url,
-                    sh.app_id,
-                    sh.shuffle_id,
-                    parts,
-                    mappers,
-                    partitions,
-                    batched_reads,
-                )
-                for parts in chunks
-                if parts
-            ]
-            for done in as_completed(reads):
-                res = done.result()
-                results.append(res)
-                bar.advance("read", res["bytes"])
-        # the reducers' pool start-up is not shuffle time
-        seconds = time.perf_counter() - started - (paused - pushed)
-        bar.close()
-        peak = max((_peak_rss(pid) for pid in cluster.worker_pids()), default=0)
-        app.unregister()
-    errors = [e for r in results for e in r["errors"]]
-    read_bytes = sum(r["bytes"] for r in results)
-    for m in range(mappers):
-        count = sum(r["counts"][m] for r in results)
-        seq_sum = sum(r["seq_sums"][m] for r in results)
-        n = expected[m]
-        if count != n or seq_sum != n * (n - 1) // 2:
-            errors.append(f"map {m}: expected {n} records, read {count}")
-    verified = not errors and read_bytes == written
-    if read_bytes != written and not errors:
-        errors.append(f"wrote {written} bytes but read {read_bytes}")
-    return DemoResult(
-        verified,
-        written,
-        seconds,
-        written / seconds / 1e6,
-        records,
-        mappers,
-        partitions,
-        workers,
-        errors,
-        replicate,
-        peak,
-    )
 
 
 class _Bar:
@@ -312,6 +200,142 @@ class _Bar:
     def close(self) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every map and reduce task of one demo shuffle is told."""
+
+    url: str
+    app_id: str
+    shuffle_id: int
+    mappers: int
+    partitions: int
+    procs: int
+
+
+def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
+    """Start every pool process (and import croupier there): start-up is not shuffle time."""
+    for warm in [pool.submit(_warm) for _ in range(procs)]:
+        warm.result()
+
+
+def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, float, int, int]:
+    """Run the map tasks; (clock start, end of the pushes, bytes written, records)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+        _warm_pool(pool, job.procs)
+        started = time.perf_counter()
+        futures = [
+            pool.submit(map_task, job.url, job.app_id, job.shuffle_id, m, budget, job.partitions, push_buffer)
+            for m in range(job.mappers)
+        ]
+        written = 0
+        records = 0
+        for fut in as_completed(futures):
+            r, b = fut.result()
+            written += b
+            records += r
+            bar.advance("push", b)
+        return started, time.perf_counter(), written, records
+
+
+def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, Any]]]:
+    """Run the reduce tasks; (when they started reading, each task's findings)."""
+    ctx = multiprocessing.get_context("spawn")
+    chunks = [list(range(i, job.partitions, job.procs)) for i in range(job.procs)]
+    results: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+        _warm_pool(pool, job.procs)
+        reading = time.perf_counter()
+        reads = [
+            pool.submit(
+                reduce_task, job.url, job.app_id, job.shuffle_id, parts, job.mappers, job.partitions, batched
+            )
+            for parts in chunks
+            if parts
+        ]
+        for done in as_completed(reads):
+            res = done.result()
+            results.append(res)
+            bar.advance("read", res["bytes"])
+    return reading, results
+
+
+def _check(results: list[dict[str, Any]], expected: list[int], written: int) -> list[str]:
+    """Every map's records read exactly once, and as many bytes read as written; the errors."""
+    errors = [e for r in results for e in r["errors"]]
+    for m, n in enumerate(expected):
+        count = sum(r["counts"][m] for r in results)
+        seq_sum = sum(r["seq_sums"][m] for r in results)
+        if count != n or seq_sum != n * (n - 1) // 2:
+            errors.append(f"map {m}: expected {n} records, read {count}")
+    read_bytes = sum(r["bytes"] for r in results)
+    if read_bytes != written and not errors:
+        errors.append(f"wrote {written} bytes but read {read_bytes}")
+    return errors
+
+
+def run_demo(
+    size: int,
+    mappers: int,
+    partitions: int,
+    workers: int,
+    *,
+    progress: bool = True,
+    replicate: bool = True,
+    push_buffer: int = 0,
+    worker_config: WorkerConfig | None = None,
+    batched_reads: bool = True,
+) -> DemoResult:
+    """Run the whole demo and return its verdict.
+
+    The clock starts at the first push (after every process has started) and stops
+    when the last record is verified. The workers' CPU is counted from just before the
+    map pool starts to the end of the reads. ``worker_config`` overrides the workers'
+    settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
+    instead of using ``Shuffle.readers``.
+    """
+    import croupier
+    from croupier.services.local import LocalCluster
+
+    budget = max(1, size // mappers)
+    expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
+    config = worker_config or WorkerConfig(heartbeat_interval=1.0)
+    with (
+        LocalCluster(workers, processes=True, worker_config=config) as cluster,
+        croupier.connect(cluster.master_url) as client,
+    ):
+        app = client.register_app("demo")
+        sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
+        procs = max(1, min(mappers, multiprocessing.cpu_count()))
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs)
+        bar = _Bar(progress, size)
+        pids = cluster.worker_pids()
+        cpu_before = sum(cpu_seconds(pid) for pid in pids)
+        started, pushed, written, records = _push(job, budget, push_buffer, bar)
+        reading, results = _read(job, batched_reads, bar)
+        # the reducers' pool start-up is not shuffle time
+        seconds = time.perf_counter() - started - (reading - pushed)
+        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+        bar.close()
+        peak = max((peak_rss(pid) for pid in pids), default=0)
+        app.unregister()
+    errors = _check(results, expected, written)
+    return DemoResult(
+        not errors,
+        written,
+        seconds,
+        written / seconds / 1e6,
+        records,
+        mappers,
+        partitions,
+        workers,
+        errors,
+        replicate,
+        peak,
+        cpu,
+    )
 
 
 def main_demo(size: int, mappers: int, partitions: int, workers: int, as_json: bool) -> int:

@@ -4,7 +4,7 @@
 
 One ``distributed.LocalCluster`` (2 worker processes, 1 thread each) and one
 embedded Croupier cluster (a master and workers as processes). The input (the
-same generator as ``../shared/bench/dask_p2p.py``: a random int64 key and 7
+same generator as the team's Dask P2P reference script: a random int64 key and 7
 payload columns, 64 B a row) is generated on the Dask workers and persisted
 before timing; the timed part is ``shuffle(...).persist()`` and waiting for it.
 Both outputs are checked: row count, key sum, and key disjointness across

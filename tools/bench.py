@@ -1,0 +1,110 @@
+"""``croupier bench``: benchmarks, measured side by side in one run (issue: bench).
+
+Scenarios (each in its own module):
+
+- data plane (:mod:`croupier.tools.bench_data`): ``raw``, ``ceiling``,
+  ``ceiling-tuned``, ``scale``, ``actors``, ``reads``; MB/s and the workers' CPU-s per
+  GiB, and ``raw`` as a ratio of both ceilings;
+- ``dask`` (:mod:`croupier.tools.bench_dask`): a DataFrame shuffle through Croupier and
+  through Dask P2P;
+- ``control`` (:mod:`croupier.tools.bench_control`): MAPPER_END commands per second at
+  the master, with the file log and (``--ha``) a ZooKeeper-replicated one.
+
+Report figures as ratios of runs made in the same invocation: the machine is
+shared and noisy. Everything runs in the caller's thread and stops what it starts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from croupier.tools.bench_data import DATA_SCENARIOS
+
+__all__ = ["SCENARIOS", "main_bench"]
+
+SCENARIOS = (*DATA_SCENARIOS, "dask", "control")
+
+
+def _print_data(results: dict[str, Any]) -> None:
+    """The data scenarios' table, then their ratios."""
+    for key, r in results.items():
+        if not (isinstance(r, dict) and "mb_per_s" in r):
+            continue
+        m, cpu = r["mb_per_s"], r["worker_cpu_s_per_gib"]["median"]
+        extra = f", worker peak RSS {r['worker_peak_rss_mib']} MiB" if "worker_peak_rss_mib" in r else ""
+        print(
+            f"{key:24s} MB/s median {m['median']:>8}  worker CPU-s/GiB {cpu:>6}"
+            f"  (min {m['min']}, max {m['max']}, {r['runs']} runs{extra})"
+        )
+        if "note" in r:
+            print(f"{'':24s} note: {r['note']}")
+    for key, v in results.get("ratios", {}).items():
+        print(f"{key:34s} {v}")
+    if "plot" in results:
+        print(f"plot: {results['plot']}")
+
+
+def _dask(*, size: int, runs: int, workers: int) -> dict[str, Any]:
+    from croupier.tools.bench_dask import dask_scenario
+
+    found: dict[str, Any] = dask_scenario(size=size, runs=runs, workers=workers)["dask"]
+    secs = found["seconds"]
+    print(
+        f"dask {found['bytes'] / 2**20:.0f} MiB {found['partitions']}->{found['partitions']}: croupier"
+        f" {secs['croupier']['median']} s, p2p {secs['p2p']['median']} s, ratio"
+        f" {found['ratio_croupier_to_p2p']} (verified {found['verified']})"
+    )
+    return found
+
+
+def main_bench(
+    scenarios: list[str],
+    *,
+    ha: bool,
+    runs: int,
+    commands: int,
+    clients: int,
+    as_json: bool,
+    size: int = 256 * 1024**2,
+    mappers: int = 8,
+    workers: int = 3,
+    partitions: int = 64,
+    push_buffer: int = 0,
+    plot: str | None = None,
+) -> int:
+    """Run ``scenarios`` (of :data:`SCENARIOS`), print a table (and with ``as_json`` one JSON line).
+
+    Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario.
+    """
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(SCENARIOS)})")
+        return 2
+    results: dict[str, Any] = {}
+    data = [s for s in scenarios if s in DATA_SCENARIOS]
+    if data:
+        from croupier.tools.bench_data import data_scenarios
+
+        results.update(
+            data_scenarios(
+                data,
+                size=size,
+                runs=runs,
+                mappers=mappers,
+                workers=workers,
+                partitions=partitions,
+                push_buffer=push_buffer,
+                plot=plot,
+            )
+        )
+        _print_data(results)
+    if "dask" in scenarios:
+        results["dask"] = _dask(size=size, runs=runs, workers=workers)
+    if "control" in scenarios:
+        from croupier.tools.bench_control import control_scenarios
+
+        results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
+    if as_json:
+        print(json.dumps(results))
+    return 1 if results.get("failures") else 0
