@@ -24,7 +24,7 @@ import logging
 import queue
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records, split_views
@@ -226,6 +226,23 @@ class Reader:
                 location.epoch,
             )
             return
+        if (yield from self._read_moved(location, tried, selector, context, errors)):
+            return
+        raise DataLostError.of(
+            [self.partition],
+            location.workers,
+            f"{context} epoch {location.epoch}: no copy could be read ({'; '.join(errors)})",
+        )
+
+    def _read_moved(
+        self,
+        location: PartitionLocation,
+        tried: list[tuple[str, WorkerAddress]],
+        selector: BatchSelector,
+        context: str,
+        errors: list[str],
+    ) -> Generator[bytes | memoryview, None, bool]:
+        """Read a copy whose worker re-registered since ``tried`` was read; False if none could be."""
         # A worker that restarted since the locations were read serves its committed
         # files under a new incarnation and new ports: ask the master once more.
         for role, address in self._moved(location, tried):
@@ -240,14 +257,10 @@ class Reader:
                     address.incarnation,
                 )
                 yield from self._read_copy(location, role, address, selector)
-                return
+                return True
             except _CopyFailed as exc:
                 errors.append(f"{address.worker_id} ({role}, after it re-registered): {exc}")
-        raise DataLostError.of(
-            [self.partition],
-            location.workers,
-            f"{context} epoch {location.epoch}: no copy could be read ({'; '.join(errors)})",
-        )
+        return False
 
     def _moved(
         self, location: PartitionLocation, tried: list[tuple[str, WorkerAddress]]
