@@ -17,6 +17,7 @@ FOLDERS = {
     "transports": "croupier.transports",
     "storage": "croupier.storage",
     "services": "croupier.services",
+    "dataplane": "croupier.dataplane",
 }
 
 
