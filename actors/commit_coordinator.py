@@ -20,18 +20,27 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
-from croupier.core.codec import to_json
+from croupier.core.codec import from_json, to_json
 from croupier.core.commands import Command, ReportCommit
-from croupier.core.dataplane import CommitFiles, Destroy
-from croupier.core.errors import CroupierError
+from croupier.core.dataplane import (
+    CommitFiles,
+    CommitFilesReply,
+    Destroy,
+    DestroyReply,
+    LocationReport,
+)
+from croupier.core.enums import CopyRole
+from croupier.core.errors import BadRequest, CroupierError
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.rpc import Reply
 
 __all__ = ["CommitCoordinator", "CommitPlan", "Copy"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", CommitFilesReply, DestroyReply)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +102,10 @@ class CommitCoordinator:
             if self._stopped or key in self._in_progress:
                 return
             self._in_progress.add(key)
-        replies: dict[str, dict[str, Any] | None] = {}
+        replies: dict[str, CommitFilesReply | None] = {}
         remaining = [len(plan.workers)]
 
-        def finished(worker: str, body: dict[str, Any] | None) -> None:
+        def finished(worker: str, body: CommitFilesReply | None) -> None:
             with self._lock:
                 replies[worker] = body
                 remaining[0] -= 1
@@ -111,24 +120,48 @@ class CommitCoordinator:
             finished("", None)
             return
         for worker, url in plan.workers.items():
-            self._call(worker, url, CommitFiles(plan.app_id, plan.shuffle_id), self._tries, finished)
+            self._call(
+                worker,
+                url,
+                CommitFiles(plan.app_id, plan.shuffle_id),
+                CommitFilesReply,
+                self._tries,
+                finished,
+            )
 
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
         """Ask every worker to delete a shuffle's (or an app's) files; best effort."""
+
+        def destroyed(worker: str, reply: DestroyReply | None) -> None:
+            if reply is not None:
+                log.debug("worker %s removed %d files of %s/%s", worker, reply.removed, app_id, shuffle_id)
+
         for worker, url in workers.items():
-            self._call(worker, url, Destroy(app_id, shuffle_id), 2, lambda _w, _b: None)
+            self._call(worker, url, Destroy(app_id, shuffle_id), DestroyReply, 2, destroyed)
 
     def _call(
         self,
         worker: str,
         url: str,
         body: CommitFiles | Destroy,
+        reply_type: type[R],
         tries: int,
-        done: Callable[[str, dict[str, Any] | None], None],
+        done: Callable[[str, R | None], None],
     ) -> None:
+        """Send ``body`` to ``worker`` with up to ``tries`` tries; ``done`` gets its decoded reply,
+        or None when every try failed or the reply was malformed."""
+
         def callback(reply: Reply | None, error: CroupierError | None) -> None:
             if reply is not None:
-                done(worker, reply.body)
+                try:
+                    decoded = from_json(reply_type, reply.body)
+                except BadRequest as exc:
+                    log.error(
+                        "worker %s (%s) sent a malformed %s reply: %s", worker, url, type(body).__name__, exc
+                    )
+                    done(worker, None)
+                    return
+                done(worker, decoded)
                 return
             assert error is not None
             log.warning(
@@ -142,15 +175,15 @@ class CommitCoordinator:
             with self._lock:
                 stopped = self._stopped or worker in self._lost
             if tries > 1 and error.retriable and not stopped:
-                self._call(worker, url, body, tries - 1, done)
+                self._call(worker, url, body, reply_type, tries - 1, done)
             else:
                 done(worker, None)
 
         self._client.send(url, int(body.TYPE), to_json(body), (), callback, timeout=self._timeout)
 
     @staticmethod
-    def _report(plan: CommitPlan, replies: dict[str, dict[str, Any] | None]) -> ReportCommit:
-        held: dict[tuple[int, int, str, str], dict[str, Any]] = {}
+    def _report(plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> ReportCommit:
+        held: dict[tuple[int, int, str, str], LocationReport] = {}
         incarnation: dict[str, str] = {}
         total_bytes = 0
         total_batches = 0
@@ -158,24 +191,23 @@ class CommitCoordinator:
         for w, reply in replies.items():
             if reply is None:
                 continue
-            incarnation[w] = str(reply.get("incarnation", ""))
-            for loc in reply.get("locations", []):
-                key = (int(loc["partition"]), int(loc["epoch"]), w, str(loc["role"]))
-                held[key] = loc
-                if loc.get("ok") and loc["role"] == "primary":
-                    total_bytes += int(loc.get("bytes", 0))
-                    total_batches += int(loc.get("batches", 0))
-                for m, a, _count in loc.get("seals", []) if loc.get("ok") else []:
-                    sealed.setdefault((int(m), int(a)), set()).add(int(loc["partition"]))
+            incarnation[w] = reply.incarnation
+            for loc in reply.locations:
+                held[(loc.partition, loc.epoch, w, loc.role)] = loc
+                if loc.ok and loc.role == CopyRole.PRIMARY:
+                    total_bytes += loc.bytes or 0
+                    total_batches += loc.batches or 0
+                for m, a, _count in (loc.seals or ()) if loc.ok else ():
+                    sealed.setdefault((m, a), set()).add(loc.partition)
         failed: list[tuple[int, int, str]] = []
         for copy in plan.copies:
             reply = replies.get(copy.worker)
-            loc = held.get((copy.partition, copy.epoch, copy.worker, copy.role))
+            report = held.get((copy.partition, copy.epoch, copy.worker, copy.role))
             if reply is None:
                 failed.append((copy.partition, copy.epoch, copy.worker))  # unreachable or lost
-            elif loc is not None:
-                if not loc.get("ok"):
-                    log.error("worker %s failed to commit %s: %s", copy.worker, copy, loc.get("error"))
+            elif report is not None:
+                if not report.ok:
+                    log.error("worker %s failed to commit %s: %s", copy.worker, copy, report.error)
                     failed.append((copy.partition, copy.epoch, copy.worker))
             elif copy.incarnation is not None and incarnation.get(copy.worker) != copy.incarnation:
                 failed.append((copy.partition, copy.epoch, copy.worker))  # restarted: memory lost

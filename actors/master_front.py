@@ -51,8 +51,8 @@ from croupier.actors.master_actor import (
 )
 from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
 from croupier.core.config import MasterConfig
+from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable
-from croupier.core.roles import MasterRole
 from croupier.ha.eventlog import EventLog
 from croupier.transports.rpc import Request, Responder, RpcServer
 

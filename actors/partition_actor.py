@@ -35,17 +35,31 @@ import pykka
 
 from croupier.actors.flusher import FlushBatch, FlushDone, FlushJob
 from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.dataplane import LocationReport
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
-from croupier.storage.store import CommittedFile, LocationKey, PartitionFile, PartitionStore
+from croupier.storage.store import ChunkIndex, CommittedFile, LocationKey, PartitionFile, PartitionStore
 from croupier.transports.limiter import MemoryLimiter
 
-__all__ = ["Append", "Batches", "Commit", "CommitReport", "Drop", "PartitionActor", "shard_of"]
+__all__ = ["Append", "Batches", "Commit", "Drop", "PartitionActor", "committed_report", "shard_of"]
 
 log = logging.getLogger(__name__)
 
-CommitReport = dict[str, Any]
 Batches = list[tuple[BatchHeader, memoryview, memoryview]]
+
+
+def committed_report(key: LocationKey, index: ChunkIndex) -> LocationReport:
+    """The commit report of a committed copy: its size, batch and chunk counts and seals."""
+    return LocationReport(
+        key.partition,
+        key.epoch,
+        key.role,
+        ok=True,
+        bytes=index.size,
+        batches=index.batches,
+        chunks=len(index.chunks),
+        seals=index.seals,
+    )
 
 
 def shard_of(key: LocationKey, shards: int) -> int:
@@ -66,7 +80,7 @@ class Commit:
     """Seal and commit ``keys``; ``reply`` is called once per key, with its report."""
 
     keys: list[LocationKey]
-    reply: Callable[[CommitReport], None]
+    reply: Callable[[LocationReport], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,23 +112,15 @@ class _Location:
         self.pending_bytes = 0
         self.file: PartitionFile | None = None
         self.in_flight = 0
-        self.waiters: list[Callable[[CommitReport], None]] = []
+        self.waiters: list[Callable[[LocationReport], None]] = []
         self.committed: CommittedFile | None = None
         self.error: CroupierError | None = None
 
-    def report(self) -> CommitReport:
-        base: CommitReport = {"partition": self.key.partition, "epoch": self.key.epoch, "role": self.key.role}
+    def report(self) -> LocationReport:
         if self.error is not None or self.committed is None:
-            return {**base, "ok": False, "error": str(self.error or "not committed")}
-        index = self.committed.index
-        return {
-            **base,
-            "ok": True,
-            "bytes": index.size,
-            "batches": index.batches,
-            "chunks": len(index.chunks),
-            "seals": [list(s) for s in index.seals],
-        }
+            k = self.key
+            return LocationReport.failed(k.partition, k.epoch, k.role, str(self.error or "not committed"))
+        return committed_report(self.key, self.committed.index)
 
 
 class PartitionActor(pykka.ThreadingActor):
@@ -212,7 +218,7 @@ class PartitionActor(pykka.ThreadingActor):
             loc.error = error
         self._maybe_finish_commit(loc)
 
-    def _commit(self, key: LocationKey, reply: Callable[[CommitReport], None]) -> None:
+    def _commit(self, key: LocationKey, reply: Callable[[LocationReport], None]) -> None:
         loc = self._locations.get(key)
         if loc is None:
             # admitted but never appended to (its push was refused as congested): commit it empty

@@ -12,6 +12,11 @@ as raw payload frames, never inside JSON:
 - ``FETCH_CHUNK`` (reader -> fetch port): payload frame 0 of the reply is the chunk.
 - ``COMMIT_FILES`` and ``DESTROY`` (master -> control port).
 
+Every OK reply body is one of the ``*Reply`` dataclasses below, sent as
+``encode_reply(reply)`` and read back with ``from_json``, so a malformed reply is a
+``BadRequest`` on the client as a malformed request is on the worker. PUSH and
+REPLICATE answer ``{}``.
+
 Every request that names a location carries the worker's ``incarnation``; a
 worker refuses another incarnation with ``STALE_LOCATION`` (DESIGN §10).
 """
@@ -19,25 +24,31 @@ worker refuses another incarnation with ``STALE_LOCATION`` (DESIGN §10).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from croupier.core.codec import to_json
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest
 from croupier.core.ids import app_id, int_id, worker_id
 from croupier.core.wire import MsgType
 
 __all__ = [
-    "PRIMARY",
-    "REPLICA",
     "CommitFiles",
+    "CommitFilesReply",
     "Destroy",
+    "DestroyReply",
     "FetchChunk",
+    "FetchChunkReply",
+    "LocationReport",
     "OpenStream",
+    "OpenStreamReply",
     "Push",
     "ReplicaTarget",
     "Replicate",
+    "WorkerInfoReply",
+    "WorkerReply",
+    "encode_reply",
 ]
-
-PRIMARY = "primary"
-REPLICA = "replica"
 
 
 def _location(body: object) -> None:
@@ -137,8 +148,8 @@ def _stream(body: OpenStream | FetchChunk) -> None:
     _location(body)
     int_id("partition", body.partition)
     int_id("epoch", body.epoch)
-    if body.role not in (PRIMARY, REPLICA):
-        raise BadRequest(f"role must be {PRIMARY!r} or {REPLICA!r}")
+    if body.role not in tuple(CopyRole):
+        raise BadRequest(f"role must be one of {[str(r) for r in CopyRole]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,3 +182,95 @@ class Destroy:
         app_id(self.app_id)
         if self.shuffle_id is not None:
             int_id("shuffle_id", self.shuffle_id)
+
+
+# -- replies ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LocationReport:
+    """One location copy's outcome in a ``COMMIT_FILES`` reply.
+
+    A committed copy has ``ok`` and its ``bytes``, ``batches``, ``chunks`` (count) and
+    ``seals`` (``(map, attempt, count)``); a failed one has ``error`` instead. A field
+    that is None is left out of the JSON (``encode_reply``).
+    """
+
+    partition: int
+    epoch: int
+    role: str
+    ok: bool
+    error: str | None = None
+    bytes: int | None = None
+    batches: int | None = None
+    chunks: int | None = None
+    seals: tuple[tuple[int, int, int], ...] | None = None
+
+    @classmethod
+    def failed(cls, partition: int, epoch: int, role: str, error: str) -> LocationReport:
+        """A copy that could not be committed, and why."""
+        return cls(partition, epoch, role, ok=False, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitFilesReply:
+    """``COMMIT_FILES``: the worker's incarnation and a report per location copy it holds."""
+
+    incarnation: str
+    locations: tuple[LocationReport, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStreamReply:
+    """``OPEN_STREAM``: the committed copy's ``(offset, length)`` per chunk, its size and batch count."""
+
+    chunks: tuple[tuple[int, int], ...]
+    bytes: int
+    batches: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchChunkReply:
+    """``FETCH_CHUNK``: where the chunk lies in the file; payload frame 0 holds its ``length`` bytes."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class DestroyReply:
+    """``DESTROY``: how many location files were removed."""
+
+    removed: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfoReply:
+    """``WORKER_INFO`` (and the worker's ``PING``): what the worker holds right now.
+
+    ``urls`` maps each port's name (control, push, replicate, fetch) to its endpoint;
+    ``congested`` counts the pushes refused as congested so far; ``disk_util`` and
+    ``io_wait`` are the figures sent in the last heartbeat.
+    """
+
+    worker_id: str
+    incarnation: str
+    urls: dict[str, str]
+    live_locations: int
+    memory_used: int
+    memory_peak: int
+    memory_cap: int
+    congested: int
+    disk_util: float
+    io_wait: float
+
+
+WorkerReply = CommitFilesReply | OpenStreamReply | FetchChunkReply | DestroyReply | WorkerInfoReply
+
+
+def encode_reply(reply: WorkerReply) -> dict[str, Any]:
+    """The JSON body of a worker reply: ``to_json``, without a location report's None fields."""
+    body: dict[str, Any] = to_json(reply)
+    if isinstance(reply, CommitFilesReply):
+        body["locations"] = [{k: v for k, v in loc.items() if v is not None} for loc in body["locations"]]
+    return body

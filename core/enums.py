@@ -1,4 +1,4 @@
-"""The closed sets of wire strings that name a worker's status and a copy's role.
+"""The closed sets of wire strings that name a worker's status, a copy's role and a master's role.
 
 They are ``StrEnum`` members, so each one *is* its wire string: JSON encodes
 ``WorkerStatus.ACTIVE`` as ``"active"`` and comparisons with plain strings
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["CopyRole", "WorkerStatus"]
+__all__ = ["CopyRole", "MasterRole", "WorkerStatus"]
 
 
 class WorkerStatus(StrEnum):
@@ -30,3 +30,16 @@ class CopyRole(StrEnum):
 
     PRIMARY = "primary"
     REPLICA = "replica"
+
+
+class MasterRole(StrEnum):
+    """The role of one master, as ``STATUS`` reports it (``master.role``).
+
+    STANDALONE: the embedded master (no ZooKeeper): it always serves.
+    FOLLOWER: an HA member that folds the log and answers only ``STATUS``.
+    LEADER: the HA member that took over the current term and serves every command.
+    """
+
+    STANDALONE = "standalone"
+    FOLLOWER = "follower"
+    LEADER = "leader"

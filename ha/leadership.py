@@ -45,9 +45,9 @@ from typing import Any, Protocol, Self
 from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
+from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, NotLeader, Unavailable
 from croupier.core.leader_record import decode_leader, encode_leader
-from croupier.core.roles import MasterRole
 from croupier.ha import roles as r
 from croupier.ha.election import ElectionNodeGone, LeaderElection
 from croupier.ha.eventlog import LogLocked

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from croupier.core.roles import MasterRole
+from croupier.core.enums import MasterRole
 
 __all__ = [
     "Action",

@@ -29,11 +29,23 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records, split_views
 from croupier._routing import PartitionLocation, WorkerAddress
-from croupier.core.codec import to_json
+from croupier.core.codec import from_json, to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
-from croupier.core.dataplane import FetchChunk, OpenStream
+from croupier.core.dataplane import (
+    FetchChunk,
+    FetchChunkReply,
+    OpenStream,
+    OpenStreamReply,
+)
 from croupier.core.enums import WorkerStatus
-from croupier.core.errors import CroupierError, DataLostError, NotCommitted, RequestTimeout, UnknownShuffle
+from croupier.core.errors import (
+    BadRequest,
+    CroupierError,
+    DataLostError,
+    NotCommitted,
+    RequestTimeout,
+    UnknownShuffle,
+)
 from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleReadState
 from croupier.core.wire import MsgType
 from croupier.transports.rpc import Reply
@@ -312,7 +324,10 @@ class Reader:
             if isinstance(exc, RequestTimeout):
                 self.shuffle.client._suspect(address.worker_id)
             raise _CopyFailed(f"{exc.code}: {exc.message}") from exc
-        chunks = opened.body.get("chunks", [])
+        try:
+            chunks = from_json(OpenStreamReply, opened.body).chunks
+        except BadRequest as exc:
+            raise _CopyFailed(f"malformed OPEN_STREAM reply from {url}: {exc.message}") from exc
         for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
             self.stats["chunks"] += 1
             try:
@@ -366,6 +381,12 @@ class Reader:
                 raise _CopyFailed(f"chunk {index}: {error.code}: {error.message}")
             if reply is None or not reply.payloads:
                 raise _CopyFailed(f"chunk {index}: the reply carries no data")
+            try:
+                length = from_json(FetchChunkReply, reply.body).length
+            except BadRequest as exc:
+                raise _CopyFailed(f"chunk {index}: malformed FETCH_CHUNK reply: {exc.message}") from exc
+            if length != len(reply.payloads[0]):
+                raise _CopyFailed(f"chunk {index}: {len(reply.payloads[0])} bytes arrived, not {length}")
             yield reply.payloads[0]
 
     def _send(

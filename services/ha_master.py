@@ -25,8 +25,8 @@ from kazoo.retry import KazooRetry
 from croupier.actors.master_front import MasterFront
 from croupier.core.commands import Command, Status
 from croupier.core.config import MasterConfig
+from croupier.core.enums import MasterRole
 from croupier.core.errors import Unavailable
-from croupier.core.roles import MasterRole
 from croupier.core.urls import parse_master_url
 from croupier.ha.leadership import Leadership
 from croupier.ha.standby import HotStandby

@@ -86,9 +86,9 @@ from pathlib import Path
 from typing import Any
 
 from croupier.core import ids
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
 from croupier.storage.store import (
-    ROLES,
     ChunkIndex,
     CommittedFile,
     LocationKey,
@@ -106,7 +106,7 @@ DATA_SUFFIX = ".data"
 INDEX_SUFFIX = ".index"
 TMP_SUFFIX = ".index.tmp"
 _FILE_RE = re.compile(
-    r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)-(" + "|".join(ROLES) + r")(\.data|\.index|\.index\.tmp)"
+    r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)-(" + "|".join(CopyRole) + r")(\.data|\.index|\.index\.tmp)"
 )
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
 

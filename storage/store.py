@@ -39,12 +39,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from croupier.core import ids
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
 
 __all__ = [
-    "PRIMARY",
-    "REPLICA",
-    "ROLES",
     "ChunkIndex",
     "CommittedFile",
     "LocationKey",
@@ -57,10 +55,6 @@ __all__ = [
     "check_scope",
     "disk_for",
 ]
-
-PRIMARY = "primary"
-REPLICA = "replica"
-ROLES = (PRIMARY, REPLICA)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -90,8 +84,8 @@ class LocationKey:
         ids.int_id("shuffle_id", self.shuffle_id)
         ids.int_id("partition", self.partition)
         ids.int_id("epoch", self.epoch)
-        if self.role not in ROLES:
-            raise BadRequest(f"role must be {PRIMARY!r} or {REPLICA!r}, not {self.role!r}")
+        if self.role not in tuple(CopyRole):
+            raise BadRequest(f"role must be 'primary' or 'replica', not {self.role!r}")
 
     @property
     def name(self) -> str:

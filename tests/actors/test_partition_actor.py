@@ -15,13 +15,14 @@ from croupier.actors.partition_actor import (
     Append,
     Batches,
     Commit,
-    CommitReport,
     Drop,
     PartitionActor,
     shard_of,
 )
 from croupier.core.batch import BATCH_HEADER
-from croupier.storage.store import REPLICA, LocationKey, MemoryPartitionStore
+from croupier.core.dataplane import LocationReport
+from croupier.core.enums import CopyRole
+from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.limiter import MemoryLimiter
 from tests.storage.helpers import batch, key, seal
 
@@ -61,12 +62,12 @@ def append(
     actor.tell(Append(groups))
 
 
-def commit(actor: pykka.ActorRef[Any], keys: list[LocationKey]) -> dict[LocationKey, CommitReport]:
-    replies: queue.SimpleQueue[CommitReport] = queue.SimpleQueue()
+def commit(actor: pykka.ActorRef[Any], keys: list[LocationKey]) -> dict[LocationKey, LocationReport]:
+    replies: queue.SimpleQueue[LocationReport] = queue.SimpleQueue()
     actor.tell(Commit(keys, replies.put))
     reports = [replies.get(timeout=10) for _ in keys]
     by_key = {
-        LocationKey(k.app_id, k.shuffle_id, r["partition"], r["epoch"], r["role"]): r
+        LocationKey(k.app_id, k.shuffle_id, r.partition, r.epoch, r.role): r
         for k, r in zip(keys, reports, strict=True)
     }
     assert set(by_key) == set(keys)
@@ -75,7 +76,10 @@ def commit(actor: pykka.ActorRef[Any], keys: list[LocationKey]) -> dict[Location
 
 def test_one_actor_keeps_many_locations_apart_and_commits_each(parts: Parts) -> None:
     actor, store, limiter = parts
-    keys = [key(partition=p) for p in range(5)] + [key(partition=0, role=REPLICA), key(partition=0, epoch=1)]
+    keys = [key(partition=p) for p in range(5)] + [
+        key(partition=0, role=CopyRole.REPLICA),
+        key(partition=0, epoch=1),
+    ]
     expected: dict[LocationKey, bytes] = {k: b"" for k in keys}
     for rnd in range(4):  # several Appends, each for several locations, interleaved
         groups = []
@@ -91,13 +95,13 @@ def test_one_actor_keeps_many_locations_apart_and_commits_each(parts: Parts) -> 
     reports = commit(actor, keys)
     for k in keys:
         report = reports[k]
-        assert report["ok"], report
-        assert report["bytes"] == len(expected[k])
-        assert report["batches"] == 8  # data batches; the seal is counted in "seals"
+        assert report.ok, report
+        assert report.bytes == len(expected[k])
+        assert report.batches == 8  # data batches; the seal is counted in "seals"
         cf = store.committed(k)
         assert cf is not None
         assert store.read(k, 0, cf.index.size) == expected[k]
-    assert reports[keys[3]]["seals"] == [[3, 0, 8]]
+    assert reports[keys[3]].seals == ((3, 0, 8),)
     assert limiter.used == 0  # every byte went back once flushed
 
 
@@ -106,10 +110,10 @@ def test_late_appends_after_a_commit_are_dropped_and_released(parts: Parts) -> N
     k = key(partition=2)
     bs, n, raw = batches(1, [100])
     append(actor, limiter, [(k, bs, n)])
-    assert commit(actor, [k])[k]["bytes"] == len(raw)
+    assert commit(actor, [k])[k].bytes == len(raw)
     late, n2, _ = batches(2, [100])
     append(actor, limiter, [(k, late, n2)])
-    assert commit(actor, [k])[k]["bytes"] == len(raw)  # a second commit reports the same file
+    assert commit(actor, [k])[k].bytes == len(raw)  # a second commit reports the same file
     assert limiter.used == 0
 
 
@@ -117,7 +121,7 @@ def test_a_location_never_appended_to_commits_empty(parts: Parts) -> None:
     actor, store, _ = parts
     k = key(partition=9)
     report = commit(actor, [k])[k]
-    assert report["ok"] and report["bytes"] == 0 and report["batches"] == 0
+    assert report.ok and report.bytes == 0 and report.batches == 0
     assert store.committed(k) is not None
 
 
@@ -153,7 +157,7 @@ def test_stopping_gives_back_every_pending_byte() -> None:
 def test_shards_spread_locations_evenly() -> None:
     counts = [0] * 4
     for p in range(400):
-        for role in ("primary", REPLICA):
+        for role in ("primary", CopyRole.REPLICA):
             counts[shard_of(key(partition=p, role=role), 4)] += 1
     assert min(counts) >= 150, counts
     assert shard_of(key(partition=5), 4) == shard_of(key(partition=5), 4)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croupier.core.roles import MasterRole
+from croupier.core.enums import MasterRole
 from croupier.ha.roles import (
     AppendFenced,
     CheckElection,

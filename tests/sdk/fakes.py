@@ -20,7 +20,19 @@ from croupier.core.batch import BATCH_HEADER, BatchHeader, iter_batches
 from croupier.core.codec import from_json
 from croupier.core.commands import LoseWorker, RegisterWorker
 from croupier.core.config import MasterConfig
-from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, OpenStream, Push
+from croupier.core.dataplane import (
+    CommitFiles,
+    CommitFilesReply,
+    Destroy,
+    DestroyReply,
+    FetchChunk,
+    FetchChunkReply,
+    LocationReport,
+    OpenStream,
+    OpenStreamReply,
+    Push,
+    encode_reply,
+)
 from croupier.core.errors import (
     BadRequest,
     Congested,
@@ -88,14 +100,14 @@ class FakeWorker:
         if t == MsgType.PUSH:
             responder.ok(self._push(request))
         elif t == MsgType.COMMIT_FILES:
-            responder.ok(self._commit(from_json(CommitFiles, request.body)))
+            responder.ok(encode_reply(self._commit(from_json(CommitFiles, request.body))))
         elif t == MsgType.OPEN_STREAM:
-            responder.ok(self._open(from_json(OpenStream, request.body)))
+            responder.ok(encode_reply(self._open(from_json(OpenStream, request.body))))
         elif t == MsgType.FETCH_CHUNK:
-            body, chunk = self._fetch(from_json(FetchChunk, request.body))
-            responder.ok(body, [chunk])
+            reply, chunk = self._fetch(from_json(FetchChunk, request.body))
+            responder.ok(encode_reply(reply), [chunk])
         elif t == MsgType.DESTROY:
-            responder.ok(self._destroy(from_json(Destroy, request.body)))
+            responder.ok(encode_reply(self._destroy(from_json(Destroy, request.body))))
         else:
             raise Unavailable(f"fake worker does not serve {t}")
 
@@ -138,7 +150,7 @@ class FakeWorker:
         with self.lock:
             self.data.setdefault(key, bytearray()).extend(batch)
 
-    def _commit(self, body: CommitFiles) -> dict[str, Any]:
+    def _commit(self, body: CommitFiles) -> CommitFilesReply:
         locations = []
         with self.lock:
             self.committed.add((body.app_id, body.shuffle_id))
@@ -162,26 +174,25 @@ class FakeWorker:
                 self.chunks[key] = chunks
                 self.batch_counts[key] = batches
                 locations.append(
-                    {
-                        "partition": key[2],
-                        "epoch": key[3],
-                        "role": key[4],
-                        "ok": True,
-                        "error": None,
-                        "bytes": len(data),
-                        "batches": batches,
-                        "chunks": len(chunks),
-                        "seals": [[m, a, n] for (m, a), n in seals.items()],
-                    }
+                    LocationReport(
+                        key[2],
+                        key[3],
+                        key[4],
+                        ok=True,
+                        bytes=len(data),
+                        batches=batches,
+                        chunks=len(chunks),
+                        seals=tuple(sorted((m, a, n) for (m, a), n in seals.items())),
+                    )
                 )
-        return {"incarnation": self.incarnation, "locations": locations}
+        return CommitFilesReply(self.incarnation, tuple(locations))
 
     def _key(self, body: OpenStream | FetchChunk) -> Key:
         if body.incarnation != self.incarnation:
             raise StaleLocation(f"{self.worker_id} is incarnation {self.incarnation}")
         return (body.app_id, body.shuffle_id, body.partition, body.epoch, body.role)
 
-    def _open(self, body: OpenStream) -> dict[str, Any]:
+    def _open(self, body: OpenStream) -> OpenStreamReply:
         key = self._key(body)
         with self.lock:
             if key not in self.chunks:
@@ -192,11 +203,11 @@ class FakeWorker:
             batches = self.batch_counts[key]
         offsets, pos = [], 0
         for c in chunks:
-            offsets.append([pos, len(c)])
+            offsets.append((pos, len(c)))
             pos += len(c)
-        return {"chunks": offsets, "bytes": pos, "batches": batches}
+        return OpenStreamReply(tuple(offsets), pos, batches)
 
-    def _fetch(self, body: FetchChunk) -> tuple[dict[str, Any], bytes]:
+    def _fetch(self, body: FetchChunk) -> tuple[FetchChunkReply, bytes]:
         key = self._key(body)
         with self.lock:
             chunks = self.chunks.get(key)
@@ -205,18 +216,19 @@ class FakeWorker:
             if body.chunk >= len(chunks):
                 raise BadRequest(f"chunk {body.chunk} out of range: the location has {len(chunks)}")
             chunk = chunks[body.chunk]
+            offset = sum(len(c) for c in chunks[: body.chunk])
         if self.corrupt:
             chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
-        return {"offset": 0, "length": len(chunk)}, chunk
+        return FetchChunkReply(offset, len(chunk)), chunk
 
-    def _destroy(self, body: Destroy) -> dict[str, Any]:
+    def _destroy(self, body: Destroy) -> DestroyReply:
         with self.lock:
             keys = [k for k in self.data if k[0] == body.app_id and body.shuffle_id in (None, k[1])]
             for k in keys:
                 self.data.pop(k, None)
                 self.chunks.pop(k, None)
                 self.batch_counts.pop(k, None)
-        return {"removed": len(keys)}
+        return DestroyReply(len(keys))
 
 
 class FakeCluster:

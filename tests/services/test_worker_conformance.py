@@ -16,18 +16,22 @@ import blake3
 import pytest
 
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader, iter_batches
-from croupier.core.codec import to_json
+from croupier.core.codec import from_json, to_json
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import (
-    PRIMARY,
-    REPLICA,
     CommitFiles,
+    CommitFilesReply,
     Destroy,
+    DestroyReply,
     FetchChunk,
+    FetchChunkReply,
+    LocationReport,
     OpenStream,
+    OpenStreamReply,
     Push,
     ReplicaTarget,
 )
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, NotCommitted, StaleLocation, UnknownShuffle
 from croupier.core.wire import MsgType
 from croupier.services.worker import WorkerService
@@ -137,22 +141,32 @@ def push(
     pair.primary.push.call(int(MsgType.PUSH), to_json(body), frames)
 
 
-def commit(node: Node, shuffle: int) -> dict[int, dict[str, object]]:
-    reply = node.control.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles(APP, shuffle)))
-    assert reply.body["incarnation"] == node.incarnation
-    return {int(loc["partition"]): loc for loc in reply.body["locations"]}
+# the reply bodies' keys, in order, as PROTOCOL.md §5.2 shows them
+COMMITTED_KEYS = ["partition", "epoch", "role", "ok", "bytes", "batches", "chunks", "seals"]
+
+
+def commit(node: Node, shuffle: int) -> dict[int, LocationReport]:
+    body = node.control.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles(APP, shuffle))).body
+    assert list(body) == ["incarnation", "locations"]
+    assert all(list(loc) == COMMITTED_KEYS for loc in body["locations"])
+    reply = from_json(CommitFilesReply, body)
+    assert reply.incarnation == node.incarnation
+    return {loc.partition: loc for loc in reply.locations}
 
 
 def read(node: Node, shuffle: int, partition: int, role: str) -> bytes:
     base = (APP, shuffle, partition, 0, role, node.incarnation)
-    opened = node.fetch.call(int(MsgType.OPEN_STREAM), to_json(OpenStream(*base))).body
+    body = node.fetch.call(int(MsgType.OPEN_STREAM), to_json(OpenStream(*base))).body
+    assert list(body) == ["chunks", "bytes", "batches"]
+    opened = from_json(OpenStreamReply, body)
     out = b""
-    for i, (offset, length) in enumerate(opened["chunks"]):
+    for i, (offset, length) in enumerate(opened.chunks):
         reply = node.fetch.call(int(MsgType.FETCH_CHUNK), to_json(FetchChunk(*base, chunk=i)))
+        assert from_json(FetchChunkReply, reply.body) == FetchChunkReply(offset, length)
         assert len(reply.payloads) == 1 and len(reply.payloads[0]) == length
         assert offset == len(out)
         out += bytes(reply.payloads[0])
-    assert opened["bytes"] == len(out)
+    assert opened.bytes == len(out)
     return out
 
 
@@ -170,30 +184,32 @@ def test_pushed_batches_are_committed_and_read_back_from_both_copies(pair: Pair)
         expected[p] += sb[0]
     for start in range(0, len(batches), 8):  # several pushes
         push(pair, 1, batches[start : start + 8])
-    for node, role in ((pair.primary, PRIMARY), (pair.replica, REPLICA)):
+    for node, role in ((pair.primary, CopyRole.PRIMARY), (pair.replica, CopyRole.REPLICA)):
         reports = commit(node, 1)
         assert set(reports) == {0, 1}
         for p in (0, 1):
             report = reports[p]
-            assert report["ok"] is True and report["role"] == role and report["epoch"] == 0
-            assert report["bytes"] == len(expected[p])
-            assert report["batches"] == 20  # data batches; the seal is in "seals"
-            assert report["seals"] == [[7, 0, 20]]
+            assert report.ok is True and report.role == role and report.epoch == 0
+            assert report.bytes == len(expected[p])
+            assert report.batches == 20  # data batches; the seal is in "seals"
+            assert report.seals == ((7, 0, 20),)
             data = read(node, 1, p, role)
             assert data == expected[p]
             assert [h.batch_id for _, h, _ in iter_batches(data)] == [*range(20), 20]
         opened = node.fetch.call(
             int(MsgType.OPEN_STREAM), to_json(OpenStream(APP, 1, 0, 0, role, node.incarnation))
         )
-        assert opened.body["batches"] == 20
-        assert len(opened.body["chunks"]) > 1  # cut at about chunk_size, at batch boundaries
+        stream = from_json(OpenStreamReply, opened.body)
+        assert stream.batches == 20
+        assert len(stream.chunks) > 1  # cut at about chunk_size, at batch boundaries
 
 
 def test_a_location_is_not_readable_before_its_commit(pair: Pair) -> None:
     push(pair, 2, [(3, data_batch(1, 0, b"x" * 50))])
     with pytest.raises(NotCommitted):
         pair.primary.fetch.call(
-            int(MsgType.OPEN_STREAM), to_json(OpenStream(APP, 2, 3, 0, PRIMARY, pair.primary.incarnation))
+            int(MsgType.OPEN_STREAM),
+            to_json(OpenStream(APP, 2, 3, 0, CopyRole.PRIMARY, pair.primary.incarnation)),
         )
 
 
@@ -204,7 +220,7 @@ def test_a_location_never_pushed_to_is_unknown(pair: Pair) -> None:
         with pytest.raises(UnknownShuffle):
             pair.primary.fetch.call(
                 int(MsgType.OPEN_STREAM),
-                to_json(OpenStream(APP, shuffle, partition, 0, PRIMARY, pair.primary.incarnation)),
+                to_json(OpenStream(APP, shuffle, partition, 0, CopyRole.PRIMARY, pair.primary.incarnation)),
             )
 
 
@@ -215,7 +231,7 @@ def test_another_incarnation_is_a_stale_location(pair: Pair) -> None:
     commit(pair.primary, 4)
     with pytest.raises(StaleLocation):
         pair.primary.fetch.call(
-            int(MsgType.OPEN_STREAM), to_json(OpenStream(APP, 4, 0, 0, PRIMARY, "someone-else"))
+            int(MsgType.OPEN_STREAM), to_json(OpenStream(APP, 4, 0, 0, CopyRole.PRIMARY, "someone-else"))
         )
 
 
@@ -224,7 +240,7 @@ def test_a_push_after_the_commit_is_refused(pair: Pair) -> None:
     commit(pair.primary, 5)
     with pytest.raises(StaleLocation):
         push(pair, 5, [(0, data_batch(1, 1, b"after"))])
-    assert read(pair.primary, 5, 0, PRIMARY) == b"".join(data_batch(1, 0, b"before"))
+    assert read(pair.primary, 5, 0, CopyRole.PRIMARY) == b"".join(data_batch(1, 0, b"before"))
 
 
 def test_malformed_requests_are_bad_requests_and_the_worker_keeps_serving(pair: Pair) -> None:
@@ -238,9 +254,9 @@ def test_malformed_requests_are_bad_requests_and_the_worker_keeps_serving(pair: 
     with pytest.raises(BadRequest):
         pair.primary.fetch.call(
             int(MsgType.FETCH_CHUNK),
-            to_json(FetchChunk(APP, 6, 0, 0, PRIMARY, pair.primary.incarnation, chunk=9)),
+            to_json(FetchChunk(APP, 6, 0, 0, CopyRole.PRIMARY, pair.primary.incarnation, chunk=9)),
         )
-    assert read(pair.primary, 6, 0, PRIMARY) == header + data
+    assert read(pair.primary, 6, 0, CopyRole.PRIMARY) == header + data
 
 
 def test_destroy_removes_a_shuffle_and_only_it(pair: Pair) -> None:
@@ -248,8 +264,8 @@ def test_destroy_removes_a_shuffle_and_only_it(pair: Pair) -> None:
         push(pair, shuffle, [(0, data_batch(1, 0, b"d" * 10)), (1, data_batch(1, 0, b"e" * 10))])
         commit(pair.primary, shuffle)
     reply = pair.primary.control.call(int(MsgType.DESTROY), to_json(Destroy(APP, 7)))
-    assert reply.body["removed"] == 2
+    assert from_json(DestroyReply, reply.body) == DestroyReply(removed=2)
     with pytest.raises(UnknownShuffle):
-        read(pair.primary, 7, 0, PRIMARY)
-    assert read(pair.primary, 8, 1, PRIMARY) == b"".join(data_batch(1, 0, b"e" * 10))
+        read(pair.primary, 7, 0, CopyRole.PRIMARY)
+    assert read(pair.primary, 8, 1, CopyRole.PRIMARY) == b"".join(data_batch(1, 0, b"e" * 10))
     assert BATCH_HEADER.size == 36

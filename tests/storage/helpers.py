@@ -5,12 +5,13 @@ from __future__ import annotations
 import blake3
 
 from croupier.core.batch import FLAG_SEAL, BatchHeader
+from croupier.core.enums import CopyRole
 from croupier.storage.index import IndexBuilder
-from croupier.storage.store import PRIMARY, ChunkIndex, LocationKey, PartitionFile
+from croupier.storage.store import ChunkIndex, LocationKey, PartitionFile
 
 
 def key(
-    app: str = "app-1", shuffle: int = 0, partition: int = 0, epoch: int = 0, role: str = PRIMARY
+    app: str = "app-1", shuffle: int = 0, partition: int = 0, epoch: int = 0, role: str = CopyRole.PRIMARY
 ) -> LocationKey:
     return LocationKey(app, shuffle, partition, epoch, role)
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Unavailable, UnknownShuffle
 from croupier.storage import disk as disk_mod
 from croupier.storage.disk import DiskPartitionStore, decode_index, encode_index
 from croupier.storage.index import IndexBuilder
-from croupier.storage.store import REPLICA, ChunkIndex, LocationKey
+from croupier.storage.store import ChunkIndex, LocationKey
 from tests.storage.helpers import append, batch, key, seal, whole
 
 
@@ -56,7 +57,7 @@ def fds_under(root: Path) -> int:
 
 
 def test_exact_paths_on_disk(tmp_path: Path, store: DiskPartitionStore) -> None:
-    k = key("etl.nightly_1", 3, 7, 2, REPLICA)
+    k = key("etl.nightly_1", 3, 7, 2, CopyRole.REPLICA)
     f = store.create(k)
     assert tree(tmp_path / "d0") == ["etl.nightly_1", "etl.nightly_1/3"]  # opened late: no file yet
     assert f.data_path == tmp_path / "d0/etl.nightly_1/3/7-2-replica.data"

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest
 from croupier.storage.index import DEFAULT_CHUNK_SIZE, IndexBuilder, index_of
-from croupier.storage.store import PRIMARY, REPLICA, ChunkIndex, LocationKey
+from croupier.storage.store import ChunkIndex, LocationKey
 from tests.storage.helpers import batch, seal
 
 
@@ -137,13 +138,15 @@ def test_chunk_index_from_json_rejects_bad_shapes(bad: Any) -> None:
 
 
 def test_location_key() -> None:
-    k = LocationKey("app", 1, 2, 3, REPLICA)
+    k = LocationKey("app", 1, 2, 3, CopyRole.REPLICA)
     k.validate()
     assert k.name == "2-3-replica"
     assert LocationKey.from_json(k.to_json()) == k
-    assert sorted([k, LocationKey("app", 1, 2, 3, PRIMARY), LocationKey("app", 0, 9, 9, REPLICA)]) == [
-        LocationKey("app", 0, 9, 9, REPLICA),
-        LocationKey("app", 1, 2, 3, PRIMARY),
+    assert sorted(
+        [k, LocationKey("app", 1, 2, 3, CopyRole.PRIMARY), LocationKey("app", 0, 9, 9, CopyRole.REPLICA)]
+    ) == [
+        LocationKey("app", 0, 9, 9, CopyRole.REPLICA),
+        LocationKey("app", 1, 2, 3, CopyRole.PRIMARY),
         k,
     ]
     with pytest.raises(BadRequest):

@@ -17,12 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from croupier.core.batch import iter_batches
+from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import (
-    PRIMARY,
-    REPLICA,
     ChunkIndex,
     CommittedFile,
     LocationKey,
@@ -117,7 +116,7 @@ def test_implements_the_protocols(store: PartitionStore) -> None:
 
 
 def test_write_commit_read_round_trip(store: PartitionStore) -> None:
-    k = key(partition=5, epoch=1, role=REPLICA)
+    k = key(partition=5, epoch=1, role=CopyRole.REPLICA)
     f = store.create(k)
     builder = IndexBuilder(chunk_size=300)
     batches = [batch(m, 0, b, bytes([m, b]) * (20 + 30 * b)) for m in range(3) for b in range(3)]
@@ -189,7 +188,12 @@ def test_read_before_commit_is_not_committed(store: PartitionStore) -> None:
 
 def test_read_of_an_unknown_location(store: PartitionStore) -> None:
     commit_batches(store, key(partition=1))
-    for k in (key(app="other"), key(partition=2), key(partition=1, epoch=1), key(partition=1, role=REPLICA)):
+    for k in (
+        key(app="other"),
+        key(partition=2),
+        key(partition=1, epoch=1),
+        key(partition=1, role=CopyRole.REPLICA),
+    ):
         assert store.committed(k) is None
         with pytest.raises(UnknownShuffle):
             store.read(k, 0, 1)
@@ -288,7 +292,7 @@ def test_remove_a_shuffle_or_an_app(store: PartitionStore) -> None:
         key(epoch=-1),
         key(partition=2**31),
         key(partition=True),
-        LocationKey("app", "1", 0, 0, PRIMARY),  # type: ignore[arg-type]
+        LocationKey("app", "1", 0, 0, CopyRole.PRIMARY),  # type: ignore[arg-type]
         key(role="leader"),
         key(role="Primary"),
     ],
@@ -333,7 +337,7 @@ def test_scan_after_reopen_finds_exactly_the_committed_files(backend: Backend, s
     written = {}
     for p in range(4):
         written[key(partition=p)] = commit_batches(store, key(partition=p), n=p)
-    written[key("b", 7, 0, 2, REPLICA)] = commit_batches(store, key("b", 7, 0, 2, REPLICA))
+    written[key("b", 7, 0, 2, CopyRole.REPLICA)] = commit_batches(store, key("b", 7, 0, 2, CopyRole.REPLICA))
     pending = store.create(key(partition=10))
     pending.write([b"lost in the crash"])
     store.create(key(partition=11))
@@ -366,7 +370,7 @@ def test_many_locations(backend: Backend, store: PartitionStore) -> None:
         for a in range(2)
         for s in range(3)
         for p in range(40)
-        for role in (PRIMARY, REPLICA)
+        for role in (CopyRole.PRIMARY, CopyRole.REPLICA)
     ]
     files = [store.create(k) for k in keys]
     builders = [IndexBuilder(chunk_size=100) for _ in keys]

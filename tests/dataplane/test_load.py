@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.services.load import LoadSampler
+from croupier.dataplane.load import LoadSampler
 
 
 class Clock:

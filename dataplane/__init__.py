@@ -1,0 +1,11 @@
+"""The worker's data plane, one job per module; ``services/worker.py`` only wires them.
+
+identity       this worker's id and incarnation; refuses requests naming another incarnation
+locations      which ``PartitionActor`` owns each location; sealing a shuffle at commit; removal
+push           PUSH and REPLICATE: parse, admit against the memory limiter, deliver, replicate
+commit         COMMIT_FILES: the reports of live locations and of committed files on disk
+fetch          OPEN_STREAM and FETCH_CHUNK, reads on a thread pool
+control        the control port: COMMIT_FILES, DESTROY (off the server thread), WORKER_INFO, PING
+registration   register with the master, then heartbeat
+load           ``LoadSampler``: the disk and iowait figures of each heartbeat
+"""

@@ -1,0 +1,100 @@
+"""``ControlHandler``: the control port: COMMIT_FILES, DESTROY, WORKER_INFO and PING.
+
+DESTROY forgets the shuffle's (or app's) locations at once, on the control server thread,
+then waits for their actors to have dropped them before it removes the files: no flush
+of the shuffle starts after that, so none recreates a removed file. The wait and the
+removal run on a one-thread pool owned here (``close`` ends it), and the reply is sent
+from there, so a slow actor never holds up the other control requests.
+
+State: the destroy pool. WORKER_INFO and PING are answered with ``info()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pykka
+
+from croupier.core.codec import from_json
+from croupier.core.dataplane import CommitFiles, Destroy, DestroyReply, WorkerInfoReply, encode_reply
+from croupier.core.errors import CroupierError, InternalError
+from croupier.core.wire import MsgType
+from croupier.dataplane.commit import commit_files
+from croupier.dataplane.locations import Locations
+from croupier.storage.store import PartitionStore
+from croupier.transports.rpc import Request, Responder
+
+__all__ = ["ControlHandler"]
+
+log = logging.getLogger(__name__)
+
+
+class ControlHandler:
+    """Parameters:
+    locations: the live locations.
+    store: the committed files.
+    incarnation: this worker's, reported in COMMIT_FILES replies.
+    info: what WORKER_INFO and PING answer.
+    drop_timeout: how long DESTROY waits for each actor to drop its locations.
+    """
+
+    def __init__(
+        self,
+        locations: Locations,
+        store: PartitionStore,
+        incarnation: str,
+        info: Callable[[], WorkerInfoReply],
+        *,
+        drop_timeout: float = 10.0,
+    ) -> None:
+        self._locations = locations
+        self._store = store
+        self._incarnation = incarnation
+        self._info = info
+        self._drop_timeout = drop_timeout
+        self._destroys = ThreadPoolExecutor(1, thread_name_prefix="worker-destroy")
+
+    def close(self) -> None:
+        """Finish the destroys already started or queued."""
+        self._destroys.shutdown(wait=True)
+
+    def on_control(self, request: Request, responder: Responder) -> None:
+        """Dispatch one control request; every one is answered, DESTROY later."""
+        if request.msg_type == MsgType.COMMIT_FILES:
+            cmd = from_json(CommitFiles, request.body)
+            cmd.validate()
+            commit_files(
+                cmd,
+                locations=self._locations,
+                store=self._store,
+                incarnation=self._incarnation,
+                responder=responder,
+            )
+        elif request.msg_type == MsgType.DESTROY:
+            destroy = from_json(Destroy, request.body)
+            destroy.validate()
+            dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
+            self._destroys.submit(self._remove_files, destroy, dropped, responder)
+        else:
+            responder.ok(encode_reply(self._info()))
+
+    def _remove_files(self, destroy: Destroy, dropped: list[pykka.Future[Any]], responder: Responder) -> None:
+        """Remove the files once every actor has dropped the locations (or ``drop_timeout`` passed)."""
+        for future in dropped:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                future.get(timeout=self._drop_timeout)
+        try:
+            removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        except CroupierError as exc:
+            responder.error(exc)
+            return
+        except Exception as exc:  # the pool would swallow it, and the master would wait in vain
+            log.exception("destroying %s/%s failed", destroy.app_id, destroy.shuffle_id)
+            responder.error(InternalError(f"{type(exc).__name__} destroying the files"))
+            return
+        log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
+        responder.ok(encode_reply(DestroyReply(removed)))

@@ -1,0 +1,134 @@
+"""``Locations``: the worker's live locations and the ``PartitionActor`` owning each.
+
+State (behind one lock, shared by the push, replicate, control and fetch server threads):
+    owners       location -> its actor, from its first push until its shuffle is destroyed
+    shards       the fixed actors that own locations by key hash (none: one actor per location)
+    committing   shuffles whose commit started here; they admit no more data
+
+Delivery and removal take the same lock, so an ``Append`` told before a ``Drop`` reaches
+its actor before that ``Drop`` does, and nothing is delivered to a removed location.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pykka
+
+from croupier.actors.partition_actor import Append, Batches, Drop, PartitionActor, shard_of
+from croupier.core.errors import StaleLocation
+from croupier.storage.store import LocationKey
+
+__all__ = ["Locations", "Owner"]
+
+Owner = pykka.ActorRef[PartitionActor]
+
+
+class Locations:
+    """Which actor owns each location. With ``shards`` > 0 (see ``open``) a fixed set of
+    actors owns the locations by key hash; with 0 every location gets an actor of its own,
+    started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._start: Callable[[], Owner] | None = None
+        self._shards: list[Owner] = []
+        self._owners: dict[LocationKey, Owner] = {}
+        self._committing: set[tuple[str, int]] = set()
+
+    def open(self, shards: int, start: Callable[[], Owner]) -> None:
+        """Start ``shards`` actors now (0: one per location, started by ``admit``)."""
+        with self._lock:
+            self._start = start
+            for _ in range(shards):
+                self._shards.append(start())
+
+    def get(self, key: LocationKey) -> Owner | None:
+        """The owner of ``key`` if it is a live location here."""
+        with self._lock:
+            return self._owners.get(key)
+
+    def admit(self, key: LocationKey) -> Owner:
+        """The owner of ``key``, made a live location if it is not one yet.
+
+        Raises:
+            StaleLocation: the location's shuffle started committing here.
+        """
+        with self._lock:
+            if (key.app_id, key.shuffle_id) in self._committing:
+                raise StaleLocation(
+                    f"shuffle {key.app_id}/{key.shuffle_id} is committed here; {key.name} takes no more data"
+                )
+            ref = self._owners.get(key)
+            if ref is not None:
+                return ref
+            if self._shards:
+                ref = self._shards[shard_of(key, len(self._shards))]
+            else:
+                assert self._start is not None, "the worker is not started"
+                ref = self._start()
+            self._owners[key] = ref
+            return ref
+
+    def deliver(self, groups: list[tuple[LocationKey, Batches, int]]) -> int:
+        """Tell each owner its locations' batches, in one ``Append``; returns the bytes of
+        locations destroyed since they were admitted (nobody will read them)."""
+        unwanted = 0
+        with self._lock:  # ordered against the Drop of ``remove``
+            owners: dict[Owner, list[tuple[LocationKey, Batches, int]]] = {}
+            for group in groups:
+                owner = self._owners.get(group[0])
+                if owner is None:
+                    unwanted += group[2]
+                else:
+                    owners.setdefault(owner, []).append(group)
+            for owner, mine in owners.items():
+                owner.tell(Append(mine))
+        return unwanted
+
+    def of_shuffle(self, app_id: str, shuffle_id: int, *, seal: bool) -> dict[Owner, list[LocationKey]]:
+        """The shuffle's locations by owner; with ``seal``, no new location of it is admitted."""
+        with self._lock:
+            if seal:
+                self._committing.add((app_id, shuffle_id))
+            keys = [k for k in self._owners if k.app_id == app_id and k.shuffle_id == shuffle_id]
+            return self._by_owner(keys)
+
+    def remove(self, app_id: str, shuffle_id: int | None) -> list[pykka.Future[Any]]:
+        """Drop the locations of a shuffle (or of every shuffle of an app); the futures are done
+        when their owners have forgotten them (after every ``Append`` delivered before)."""
+        done: list[pykka.Future[Any]] = []
+        with self._lock:
+            keys = [k for k in self._owners if k.app_id == app_id and shuffle_id in (None, k.shuffle_id)]
+            self._committing = {
+                s for s in self._committing if not (s[0] == app_id and shuffle_id in (None, s[1]))
+            }
+            for owner, mine in self._by_owner(keys).items():
+                with contextlib.suppress(pykka.ActorDeadError):
+                    done.append(owner.ask(Drop(mine), block=False))
+                    if not self._shards:
+                        owner.stop(block=False)
+            for k in keys:
+                del self._owners[k]
+        return done
+
+    def _by_owner(self, keys: list[LocationKey]) -> dict[Owner, list[LocationKey]]:
+        owners: dict[Owner, list[LocationKey]] = {}
+        for k in keys:
+            owners.setdefault(self._owners[k], []).append(k)
+        return owners
+
+    def all(self) -> list[Owner]:
+        """Every actor, forgetting every location (at stop)."""
+        with self._lock:
+            refs = list({id(r): r for r in [*self._shards, *self._owners.values()]}.values())
+            self._owners.clear()
+            self._shards = []
+            self._start = None
+            return refs
+
+    def __len__(self) -> int:
+        return len(self._owners)

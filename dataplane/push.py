@@ -1,0 +1,140 @@
+"""``PushHandler``: PUSH (from writers) and REPLICATE (from primaries).
+
+A request is parsed and checked (frames against its batch list, then its incarnation),
+its locations are admitted, its bytes are taken from the ``MemoryLimiter`` (or the request
+is ``CONGESTED``), and its batches are told to the locations' actors. A PUSH naming a
+replica is then forwarded unchanged as a REPLICATE, and acknowledged only when the replica
+answered: both copies are in memory (write-ahead memory replication, DESIGN §7).
+
+No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
+replicate server thread, and the replica's answer on the replicator's thread.
+"""
+
+from __future__ import annotations
+
+from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.codec import from_json, to_json
+from croupier.core.dataplane import Push, ReplicaTarget, Replicate
+from croupier.core.enums import CopyRole
+from croupier.core.errors import BadRequest, Congested, CroupierError, Unavailable
+from croupier.core.wire import MsgType
+from croupier.dataplane.identity import Identity
+from croupier.dataplane.locations import Locations
+from croupier.storage.store import LocationKey
+from croupier.transports.async_rpc import AsyncRpcClient, Callback
+from croupier.transports.limiter import MemoryLimiter
+from croupier.transports.rpc import Reply, Request, Responder
+
+__all__ = ["Parsed", "PushHandler", "parse_batches"]
+
+# per batch: its (partition, epoch), parsed header, header bytes and data
+Parsed = list[tuple[tuple[int, int], BatchHeader, memoryview, memoryview]]
+
+
+def parse_batches(request: Request, pairs: tuple[tuple[int, int], ...]) -> tuple[Parsed, int]:
+    """Match the payload frames to ``pairs``: frame 0 holds the headers, frame i+1 batch i's data.
+
+    Returns the batches and their size (headers included), the bytes they hold in memory.
+
+    Raises:
+        BadRequest: the frame count, the header frame's size or a batch's length does not match.
+    """
+    n = len(pairs)
+    if len(request.payloads) != n + 1:
+        raise BadRequest(f"{n} batches need {n + 1} payload frames, got {len(request.payloads)}")
+    headers = request.payloads[0]
+    if len(headers) != n * BATCH_HEADER.size:
+        raise BadRequest(f"header frame is {len(headers)} bytes; {n} batches need {n * BATCH_HEADER.size}")
+    out: Parsed = []
+    total = 0
+    for i, pe in enumerate(pairs):
+        view = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
+        header = BatchHeader.decode(view)
+        data = request.payloads[i + 1]
+        if header.length != len(data):
+            raise BadRequest(f"batch {i} says {header.length} bytes but its frame has {len(data)}")
+        out.append((pe, header, view, data))
+        total += BATCH_HEADER.size + len(data)
+    return out, total
+
+
+class PushHandler:
+    """Parameters:
+    identity: this worker; requests for another incarnation are refused.
+    locations: where admitted batches go.
+    limiter: the worker's memory budget; full means ``CONGESTED``.
+    replicator: sends the REPLICATEs (started and stopped by the caller).
+    """
+
+    def __init__(
+        self, identity: Identity, locations: Locations, limiter: MemoryLimiter, replicator: AsyncRpcClient
+    ) -> None:
+        self._identity = identity
+        self._locations = locations
+        self._limiter = limiter
+        self._replicator = replicator
+
+    def on_push(self, request: Request, responder: Responder) -> None:
+        """Take a PUSH into memory here, then forward it to its replica, if any."""
+        push = from_json(Push, request.body)
+        push.validate()
+        # the shape first (BAD_REQUEST), then whether it is meant for this incarnation
+        batches, total = parse_batches(request, push.batches)
+        self._identity.check(push.incarnation)
+        if push.replica is not None and push.replica.worker_id == self._identity.worker_id:
+            raise BadRequest("the replica must be another worker")
+        self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
+        if push.replica is None:
+            responder.ok({})
+            return
+        body = to_json(Replicate(push.app_id, push.shuffle_id, push.replica.incarnation, push.batches))
+        self._replicator.send(
+            push.replica.url, MsgType.REPLICATE, body, request.payloads, _answer(push.replica, responder)
+        )
+
+    def on_replicate(self, request: Request, responder: Responder) -> None:
+        """Take a REPLICATE into memory here."""
+        rep = from_json(Replicate, request.body)
+        rep.validate()
+        batches, total = parse_batches(request, rep.batches)
+        self._identity.check(rep.incarnation)
+        self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total)
+        responder.ok({})
+
+    def _accept(self, app_id: str, shuffle_id: int, role: str, batches: Parsed, total: int) -> None:
+        groups: dict[LocationKey, list[tuple[BatchHeader, memoryview, memoryview]]] = {}
+        sizes: dict[LocationKey, int] = {}
+        for (partition, epoch), header, view, data in batches:
+            key = LocationKey(app_id, shuffle_id, partition, epoch, role)
+            groups.setdefault(key, []).append((header, view, data))
+            sizes[key] = sizes.get(key, 0) + BATCH_HEADER.size + len(data)
+        for key in groups:
+            self._locations.admit(key)
+        if not self._limiter.try_acquire(total, replicate=role == CopyRole.REPLICA):
+            raise Congested(
+                f"worker {self._identity.worker_id} holds {self._limiter.used} of {self._limiter.cap}"
+                " buffered bytes; retry later"
+            )
+        unwanted = self._locations.deliver([(key, items, sizes[key]) for key, items in groups.items()])
+        self._limiter.release(unwanted)
+
+
+def _answer(replica: ReplicaTarget, responder: Responder) -> Callback:
+    """The PUSH's answer once its replica answered the REPLICATE: OK, ``CONGESTED`` as the
+    replica said, or ``UNAVAILABLE`` naming the replica so that the writer revives."""
+
+    def replicated(reply: Reply | None, error: CroupierError | None) -> None:
+        if error is None:
+            responder.ok({})
+        elif isinstance(error, Congested):
+            responder.error(error)
+        else:
+            responder.error(
+                Unavailable(
+                    f"replication to {replica.worker_id} ({replica.url}) failed:"
+                    f" {error.code}: {error.message}",
+                    {"failed_worker": replica.worker_id},
+                )
+            )
+
+    return replicated

@@ -1,0 +1,101 @@
+"""``Registration``: a worker's registration with the master, then its heartbeats.
+
+One thread (``worker-heartbeat``) registers until the master accepts, then sends a
+heartbeat every ``interval`` with the load just sampled. A master that no longer knows
+this incarnation (it restarted without this worker, or declared it lost) answers
+``UNKNOWN_WORKER``, and the thread registers again. An unreachable master is logged
+and tried again at the next beat.
+
+State: ``registered`` (an event) and ``load``, the figures sent last (read from any
+thread; replaced whole, never mutated).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from croupier.core.commands import RegisterWorker, WorkerHeartbeat
+from croupier.core.errors import CroupierError, UnknownWorker
+from croupier.transports.master_client import MasterClient
+
+__all__ = ["Registration"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_S = 0.5  # between registration attempts, before the first beat
+
+
+class Registration:
+    """Parameters:
+    master: the client to the master; owned from now on (``stop`` closes it).
+    register: the registration to send, with this worker's ports and incarnation.
+    interval: seconds between heartbeats.
+    sample_load: ``(disk_util, io_wait)`` since the previous call.
+    pending_flush: the memory cap's share held unflushed.
+    """
+
+    def __init__(
+        self,
+        master: MasterClient,
+        register: RegisterWorker,
+        *,
+        interval: float,
+        sample_load: Callable[[], tuple[float, float]],
+        pending_flush: Callable[[], float],
+    ) -> None:
+        self._master = master
+        self._register = register
+        self._interval = interval
+        self._sample_load = sample_load
+        self._pending_flush = pending_flush
+        self.load: dict[str, float] = {"disk_util": 0.0, "io_wait": 0.0}
+        self._registered = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="worker-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and close the master client. Idempotent."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._master.close()
+
+    def wait(self, timeout: float) -> bool:
+        """Whether the master accepted the registration within ``timeout`` seconds."""
+        return self._registered.wait(timeout)
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                if self._registered.is_set():
+                    self._beat()
+                else:
+                    self._master.call(self._register)
+                    self._registered.set()
+                    log.info("registered with the master as %s", self._register.worker_id)
+            except UnknownWorker:
+                log.warning("the master does not know this incarnation; registering again")
+                self._registered.clear()
+                continue
+            except CroupierError as exc:
+                log.warning("master unreachable: %s", exc)
+            self._stopping.wait(self._interval if self._registered.is_set() else _RETRY_S)
+
+    def _beat(self) -> None:
+        disk_util, io_wait = self._sample_load()
+        self.load = {"disk_util": round(disk_util, 3), "io_wait": round(io_wait, 3)}
+        self._master.call(
+            WorkerHeartbeat(
+                self._register.worker_id,
+                self._register.incarnation,
+                disk_util=disk_util,
+                io_wait=io_wait,
+                pending_flush=min(1.0, self._pending_flush()),
+            )
+        )

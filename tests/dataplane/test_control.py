@@ -1,0 +1,130 @@
+"""``ControlHandler`` behind a real control server: DESTROY waits for the actors off the
+server thread, COMMIT_FILES reports committed files no actor holds, PING/WORKER_INFO answer."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+import pytest
+
+from croupier.actors.partition_actor import Drop
+from croupier.core.codec import from_json, to_json
+from croupier.core.dataplane import (
+    CommitFiles,
+    CommitFilesReply,
+    Destroy,
+    DestroyReply,
+    LocationReport,
+    WorkerInfoReply,
+)
+from croupier.core.errors import CroupierError
+from croupier.core.wire import MsgType
+from croupier.dataplane.control import ControlHandler
+from croupier.dataplane.locations import Locations
+from croupier.storage.index import IndexBuilder
+from croupier.storage.store import LocationKey, MemoryPartitionStore
+from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.rpc import Reply, RpcClient, RpcServer
+from tests.storage.helpers import append, batch, key, seal
+
+INFO = WorkerInfoReply("worker-1", "inc-1", {"control": "tcp://x:1"}, 0, 0, 0, 100, 0, 0.25, 0.0)
+CONTROL_TYPES = [MsgType.COMMIT_FILES, MsgType.DESTROY, MsgType.WORKER_INFO, MsgType.PING]
+
+
+class SlowOwner(pykka.ThreadingActor):
+    """Stands in for a ``PartitionActor`` whose ``Drop`` waits until the test opens ``gate``."""
+
+    def __init__(self, gate: threading.Event, dropping: threading.Event) -> None:
+        super().__init__()
+        self._gate = gate
+        self._dropping = dropping
+
+    def on_receive(self, message: Any) -> None:
+        if isinstance(message, Drop):
+            self._dropping.set()
+            self._gate.wait(timeout=60)
+
+
+@dataclass
+class Control:
+    store: MemoryPartitionStore
+    locations: Locations
+    gate: threading.Event
+    dropping: threading.Event
+    client: RpcClient
+    pipelined: AsyncRpcClient
+    url: str
+
+
+def committed_file(store: MemoryPartitionStore, k: LocationKey) -> None:
+    builder = IndexBuilder(1000)
+    f = store.create(k)
+    append(f, builder, [batch(3, 0, 0, b"abc"), seal(3, 0, 1)])
+    f.commit(builder.build())
+
+
+@pytest.fixture
+def control() -> Iterator[Control]:
+    store = MemoryPartitionStore()
+    gate, dropping = threading.Event(), threading.Event()
+    locations = Locations()
+    locations.open(1, lambda: SlowOwner.start(gate, dropping))
+    handler = ControlHandler(locations, store, "inc-1", lambda: INFO)
+    server = RpcServer("tcp://127.0.0.1:0", handler.on_control, allowed_types=[int(t) for t in CONTROL_TYPES])
+    server.start()
+    client = RpcClient(server.url, timeout=10, retries=0)
+    pipelined = AsyncRpcClient(timeout=30)
+    pipelined.start()
+    try:
+        yield Control(store, locations, gate, dropping, client, pipelined, server.url)
+    finally:
+        gate.set()
+        pipelined.stop()
+        client.close()
+        server.stop()
+        handler.close()
+        for ref in locations.all():
+            ref.stop()
+        store.close()
+
+
+def test_a_destroy_waiting_for_a_slow_actor_does_not_hold_up_other_control_requests(
+    control: Control,
+) -> None:
+    k = key(app="app-1", shuffle=7)
+    committed_file(control.store, k)
+    control.locations.admit(k)
+    replies: queue.SimpleQueue[tuple[Reply | None, CroupierError | None]] = queue.SimpleQueue()
+    control.pipelined.send(
+        control.url, MsgType.DESTROY, to_json(Destroy("app-1", 7)), [], lambda r, e: replies.put((r, e))
+    )
+    assert control.dropping.wait(10)  # the actor holds the Drop: the destroy is pending
+    ping = control.client.call(int(MsgType.PING))
+    assert from_json(WorkerInfoReply, ping.body) == INFO
+    info = control.client.call(int(MsgType.WORKER_INFO))
+    assert from_json(WorkerInfoReply, info.body) == INFO
+    assert replies.empty()
+    assert control.store.committed(k) is not None  # files go only once the actors have dropped
+    control.gate.set()
+    reply, error = replies.get(timeout=30)
+    assert error is None and reply is not None
+    assert from_json(DestroyReply, reply.body) == DestroyReply(removed=1)
+    assert control.store.committed(k) is None
+    assert control.locations.get(k) is None
+
+
+def test_commit_reports_committed_files_no_actor_holds(control: Control) -> None:
+    on_disk = key(app="app-1", shuffle=3, partition=5)
+    committed_file(control.store, on_disk)
+    committed_file(control.store, key(app="app-1", shuffle=4))  # another shuffle: not reported
+    body = control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 3))).body
+    reply = from_json(CommitFilesReply, body)
+    assert reply.incarnation == "inc-1"
+    assert reply.locations == (
+        LocationReport(5, 0, "primary", ok=True, bytes=36 * 2 + 3, batches=1, chunks=1, seals=((3, 0, 1),)),
+    )

@@ -1,0 +1,79 @@
+"""``Registration`` against a scripted master: it registers until accepted, heartbeats with
+the sampled load, and registers again when the master no longer knows the incarnation."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+from croupier.core.commands import Command, RegisterWorker, WorkerHeartbeat
+from croupier.core.errors import CroupierError, Unavailable, UnknownWorker
+from croupier.dataplane.registration import Registration
+
+REGISTER = RegisterWorker("worker-1", "127.0.0.1", 1, 2, 3, 4, 8, "inc-1")
+
+
+class ScriptedMaster:
+    """Answers each call with the next scripted outcome (an error to raise, or OK), and
+    reports every command it got on ``calls``."""
+
+    def __init__(self, *script: CroupierError | None) -> None:
+        self._script = list(script)
+        self.calls: queue.SimpleQueue[Command] = queue.SimpleQueue()
+        self.closed = False
+
+    def call(self, command: Command, *, timeout: float | None = None) -> dict[str, Any]:
+        outcome = self._script.pop(0) if self._script else None
+        self.calls.put(command)
+        if outcome is not None:
+            raise outcome
+        return {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_it_registers_heartbeats_and_registers_again_when_forgotten() -> None:
+    master = ScriptedMaster(Unavailable("no master yet"), None, None, UnknownWorker("who?"))
+    registration = Registration(
+        master,  # type: ignore[arg-type]
+        REGISTER,
+        interval=0.01,
+        sample_load=lambda: (0.12345, 0.5),
+        pending_flush=lambda: 3.0,
+    )
+    registration.start()
+    try:
+        kinds = [type(master.calls.get(timeout=10)) for _ in range(6)]
+        assert registration.wait(10)
+    finally:
+        registration.stop()
+    # unreachable, accepted, a beat, forgotten, registered again, beating again
+    assert kinds == [
+        RegisterWorker,
+        RegisterWorker,
+        WorkerHeartbeat,
+        WorkerHeartbeat,
+        RegisterWorker,
+        WorkerHeartbeat,
+    ]
+    assert registration.load == {"disk_util": 0.123, "io_wait": 0.5}
+    assert master.closed
+
+
+def test_a_heartbeat_carries_the_incarnation_and_the_capped_pending_flush() -> None:
+    master = ScriptedMaster()
+    registration = Registration(
+        master,  # type: ignore[arg-type]
+        REGISTER,
+        interval=0.01,
+        sample_load=lambda: (0.2, 0.1),
+        pending_flush=lambda: 3.0,
+    )
+    registration.start()
+    try:
+        assert master.calls.get(timeout=10) == REGISTER
+        beat = master.calls.get(timeout=10)
+    finally:
+        registration.stop()
+    assert beat == WorkerHeartbeat("worker-1", "inc-1", disk_util=0.2, io_wait=0.1, pending_flush=1.0)
