@@ -68,7 +68,10 @@ def test_bench_ceilings_run_from_the_repository(capsys: pytest.CaptureFixture[st
     # raw/replicated runs beside the ceilings, so that it can be reported as a ratio of each
     for name in ("raw/replicated", "ceiling", "ceiling-tuned"):
         assert results[name]["mb_per_s"]["median"] > 0, name
-        assert results[name]["worker_cpu_s_per_gib"]["median"] > 0, name
+    assert results["raw/replicated"]["worker_cpu_s_per_gib"]["median"] > 0
+    # 4 MiB through a bare ceiling server can take less than one clock tick of CPU (10 ms)
+    for name in ("ceiling", "ceiling-tuned"):
+        assert results[name]["worker_cpu_s_per_gib"]["median"] >= 0, name
     assert set(results["ratios"]) == {"raw_replicated_to_ceiling", "raw_replicated_to_ceiling_tuned"}
     assert "ceiling-tuned" in out and "worker CPU-s/GiB" in out
 
