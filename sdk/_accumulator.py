@@ -17,18 +17,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import blake3
-
 from croupier.core.batch import (
     BATCH_HEADER,
-    DIGEST_SIZE,
     FLAG_SEAL,
     MAX_BATCH_BYTES,
     BatchHeader,
     pack_record,
 )
+from croupier.transports.digest import batch_digest
 
-__all__ = ["Accumulator", "OutBatch", "digest", "make_batch"]
+__all__ = ["Accumulator", "OutBatch", "make_batch"]
 
 _RECORD_PREFIX = 4
 _pack_len = struct.Struct("<I").pack
@@ -45,12 +43,7 @@ def _bytes_like(record: object) -> bytes | bytearray | memoryview:
     raise TypeError(f"a record is bytes-like, got {type(record).__name__}")
 
 
-def digest(data: bytes | bytearray | memoryview) -> bytes:
-    """The batch digest: blake3, first 16 bytes."""
-    return blake3.blake3(data).digest(length=DIGEST_SIZE)
-
-
-_EMPTY_DIGEST = digest(b"")
+_EMPTY_DIGEST = batch_digest(b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +78,7 @@ def make_batch(
             raise ValueError("a seal carries no data")
         header = BatchHeader(map_id, attempt_id, batch_id, 0, FLAG_SEAL, _EMPTY_DIGEST)
     else:
-        header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, digest(data))
+        header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, batch_digest(data))
     return OutBatch(partition, header, data)
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from croupier._accumulator import digest
 from croupier.core.batch import BatchHeader, iter_batches, iter_records
 from croupier.core.errors import BadRequest, DataLostError
+from croupier.transports.digest import digest_ok
 
 __all__ = ["BatchSelector", "CorruptChunk", "parse_chunk", "select_records", "split_records"]
 
@@ -34,7 +34,7 @@ def parse_chunk(chunk: bytes | memoryview) -> list[tuple[BatchHeader, memoryview
     out: list[tuple[BatchHeader, memoryview]] = []
     try:
         for offset, header, data in iter_batches(chunk):
-            if digest(data) != header.digest:
+            if not digest_ok(header, data):
                 raise CorruptChunk(
                     f"digest mismatch in batch at offset {offset} (map {header.map_id} attempt "
                     f"{header.attempt_id} batch {header.batch_id})"
