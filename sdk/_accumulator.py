@@ -43,9 +43,6 @@ def _bytes_like(record: object) -> bytes | bytearray | memoryview:
     raise TypeError(f"a record is bytes-like, got {type(record).__name__}")
 
 
-_EMPTY_DIGEST = batch_digest(b"")
-
-
 @dataclass(frozen=True, slots=True)
 class OutBatch:
     """One batch ready to push: its partition, encoded header and data."""
@@ -76,9 +73,11 @@ def make_batch(
     if seal:
         if data:
             raise ValueError("a seal carries no data")
-        header = BatchHeader(map_id, attempt_id, batch_id, 0, FLAG_SEAL, _EMPTY_DIGEST)
+        digest = batch_digest(map_id, attempt_id, batch_id, FLAG_SEAL, b"")
+        header = BatchHeader(map_id, attempt_id, batch_id, 0, FLAG_SEAL, digest)
     else:
-        header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, batch_digest(data))
+        digest = batch_digest(map_id, attempt_id, batch_id, 0, data)
+        header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, digest)
     return OutBatch(partition, header, data)
 
 

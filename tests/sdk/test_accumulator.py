@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import blake3
@@ -9,10 +10,16 @@ import pytest
 
 from croupier._accumulator import Accumulator, OutBatch, make_batch
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, iter_records
+from croupier.transports.digest import digest_ok
 
 
 def records_of(batches: list[OutBatch]) -> list[bytes]:
     return [bytes(r) for b in batches for r in iter_records(b.data)]
+
+
+def spec_digest(batch: OutBatch) -> bytes:
+    """PROTOCOL §5.1: blake3 of the header's first 20 bytes, then the data; 16 bytes."""
+    return blake3.blake3(batch.encoded_header[:20] + bytes(batch.data)).digest(length=16)
 
 
 def test_small_records_stay_buffered_until_the_buffer_is_full() -> None:
@@ -28,7 +35,7 @@ def test_small_records_stay_buffered_until_the_buffer_is_full() -> None:
     assert batch.partition == 1
     h = batch.header
     assert (h.map_id, h.attempt_id, h.batch_id, h.length, h.flags) == (2, 1, 0, 100, 0)
-    assert h.digest == blake3.blake3(batch.data).digest(length=16)
+    assert h.digest == spec_digest(batch)
     assert records_of(out) == [b"x" * 6] * 9 + [b"y" * 6]
     assert batch.size == BATCH_HEADER.size + 100
 
@@ -107,7 +114,7 @@ def test_seals_count_data_batches_of_each_touched_partition() -> None:
     for seal in seals.values():
         h = seal.header
         assert (h.map_id, h.attempt_id, h.length, h.flags) == (5, 2, 0, FLAG_SEAL)
-        assert h.digest == blake3.blake3(b"").digest(length=16) and seal.data == b""
+        assert h.digest == spec_digest(seal) and seal.data == b""
 
 
 def test_flush_of_an_untouched_writer_is_empty() -> None:
@@ -152,7 +159,7 @@ def test_a_framed_record_is_a_batch_of_its_own_without_a_copy() -> None:
     assert [b.header.batch_id for b in out] == [0, 1]
     assert records_of(out) == [b"small", b"framed"]
     assert out[1].data is framed  # not copied
-    assert out[1].header.digest == blake3.blake3(framed).digest(length=16)
+    assert out[1].header.digest == spec_digest(out[1])
     assert acc.add_framed(2, memoryview(struct.pack("<I", 0))) != []  # an empty record
     assert (acc.records, acc.bytes_in) == (3, 11)
     assert acc.touched == [1, 2]
@@ -161,3 +168,15 @@ def test_a_framed_record_is_a_batch_of_its_own_without_a_copy() -> None:
             acc.add_framed(0, memoryview(bad))
     with pytest.raises(ValueError, match="out of range"):
         acc.add_framed(3, framed)
+
+
+def test_the_digest_covers_the_header() -> None:
+    batch = make_batch(0, 1, 2, 3, b"\x01\x00\x00\x00z")
+    seal = make_batch(0, 1, 2, 4, b"", seal=True)
+    assert digest_ok(batch.header, batch.data) and digest_ok(seal.header, seal.data)
+    for field in ("map_id", "attempt_id", "batch_id"):
+        for b in (batch, seal):
+            moved = dataclasses.replace(b.header, **{field: getattr(b.header, field) + 1})
+            assert not digest_ok(moved, b.data)
+    assert not digest_ok(dataclasses.replace(batch.header, length=4), batch.data)
+    assert not digest_ok(batch.header, b"\x01\x00\x00\x00y")

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import blake3
 import pytest
 
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader, iter_batches
@@ -35,6 +34,7 @@ from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, NotCommitted, StaleLocation, UnknownShuffle
 from croupier.core.wire import MsgType
 from croupier.services.worker import WorkerService
+from croupier.transports.digest import batch_digest
 from croupier.transports.rpc import RpcClient
 from tests.sdk.fakes import FakeWorker, start_master
 
@@ -113,12 +113,12 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
 
 
 def data_batch(map_id: int, batch_id: int, data: bytes) -> tuple[bytes, bytes]:
-    header = BatchHeader(map_id, 0, batch_id, len(data), 0, blake3.blake3(data).digest(16))
+    header = BatchHeader(map_id, 0, batch_id, len(data), 0, batch_digest(map_id, 0, batch_id, 0, data))
     return header.encode(), data
 
 
 def seal_batch(map_id: int, count: int) -> tuple[bytes, bytes]:
-    header = BatchHeader(map_id, 0, count, 0, FLAG_SEAL, blake3.blake3(b"").digest(16))
+    header = BatchHeader(map_id, 0, count, 0, FLAG_SEAL, batch_digest(map_id, 0, count, FLAG_SEAL, b""))
     return header.encode(), b""
 
 

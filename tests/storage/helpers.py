@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import blake3
-
 from croupier.core.batch import FLAG_SEAL, BatchHeader
 from croupier.core.enums import CopyRole
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import ChunkIndex, LocationKey, PartitionFile
+from croupier.transports.digest import batch_digest
 
 
 def key(
@@ -18,12 +17,16 @@ def key(
 
 def batch(map_id: int, attempt_id: int, batch_id: int, data: bytes) -> tuple[BatchHeader, bytes]:
     """A data batch: its header and its bytes in a file (header + data)."""
-    header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, blake3.blake3(data).digest(16))
+    header = BatchHeader(
+        map_id, attempt_id, batch_id, len(data), 0, batch_digest(map_id, attempt_id, batch_id, 0, data)
+    )
     return header, header.encode() + data
 
 
 def seal(map_id: int, attempt_id: int, count: int) -> tuple[BatchHeader, bytes]:
-    header = BatchHeader(map_id, attempt_id, count, 0, FLAG_SEAL, blake3.blake3(b"").digest(16))
+    header = BatchHeader(
+        map_id, attempt_id, count, 0, FLAG_SEAL, batch_digest(map_id, attempt_id, count, FLAG_SEAL, b"")
+    )
     return header, header.encode()
 
 

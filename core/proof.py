@@ -1,0 +1,130 @@
+"""The proof that a partition was read completely (DESIGN §8, issue 12).
+
+A reader keeps the batches it read, identified by ``(map, attempt, batch_id)``,
+and the seals ``(map, attempt, count)`` it saw, across every epoch and copy. The
+partition is complete exactly when, for the winning attempt of each map that
+declared the partition (the locations reply's ``maps``), a seal arrived and so
+did every data batch ``0..count-1``, and no winning map that did not declare the
+partition sent data to it. Batches and seals of attempts that did not win never
+count. Without ``maps`` (a master that does not send it) only the maps seen can
+be checked: a map whose every batch and seal was lost goes unnoticed.
+
+Pure functions on plain values, stdlib only; no state, no threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Missing", "Verdict", "expand_ranges", "prove"]
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """One map whose data for the partition is not all there, and why."""
+
+    map_id: int
+    partition: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"map {self.map_id}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The proof's outcome: ``missing`` is empty exactly when the partition is complete."""
+
+    partition: int
+    missing: tuple[Missing, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def pairs(self) -> list[list[int]]:
+        """The ``[map_id, partition]`` pairs whose data is missing, sorted, once each."""
+        return [[m, self.partition] for m in sorted({x.map_id for x in self.missing})]
+
+
+def expand_ranges(ranges: Iterable[Sequence[int]]) -> set[int]:
+    """The map ids in half-open ``[lo, hi]`` ranges.
+
+    Raises:
+        ValueError: a range that is not two integers with ``0 <= lo <= hi``.
+    """
+    out: set[int] = set()
+    for r in ranges:
+        if len(r) != 2 or not 0 <= r[0] <= r[1]:
+            raise ValueError(f"a map range is [lo, hi] with 0 <= lo <= hi, got {list(r)}")
+        out.update(range(r[0], r[1]))
+    return out
+
+
+def _winning(winners: Sequence[int], items: Iterable[Triple]) -> dict[int, set[int]]:
+    """map -> the third fields of the items from that map's winning attempt."""
+    out: dict[int, set[int]] = {}
+    for m, attempt, value in items:
+        if 0 <= m < len(winners) and attempt == winners[m] >= 0:
+            out.setdefault(m, set()).add(value)
+    return out
+
+
+def _check_map(m: int, winner: int, ids: set[int], counts: set[int] | None) -> list[str]:
+    """Why map ``m``'s winning attempt is incomplete; empty when it is complete."""
+    if winner < 0:
+        return ["no winning attempt"]
+    if not counts:
+        return [f"attempt {winner}: {len(ids)} batches but no seal"]
+    if len(counts) > 1:
+        first, second = sorted(counts)[:2]
+        return [f"attempt {winner}: sealed with {first} and {second} batches"]
+    (count,) = counts
+    reasons = []
+    missing = [b for b in range(count) if b not in ids]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        reasons.append(f"attempt {winner}: {len(missing)} of {count} batches missing ({shown})")
+    extra = sorted(b for b in ids if b >= count)
+    if extra:
+        reasons.append(f"attempt {winner}: batches {extra[:10]} beyond its seal of {count}")
+    return reasons
+
+
+def prove(
+    partition: int,
+    winners: Sequence[int],
+    batches: Iterable[Triple],
+    seals: Iterable[Triple],
+    maps: Iterable[Sequence[int]] | None,
+) -> Verdict:
+    """Decide whether what was read of ``partition`` is all of it.
+
+    Parameters:
+        partition: the partition read (it names the missing pairs).
+        winners: ``winners[m]`` is map ``m``'s winning attempt, or ``-1``.
+        batches: the data batches read, ``(map, attempt, batch_id)``; any attempt, repeats allowed.
+        seals: the seals read, ``(map, attempt, count)``; any attempt, repeats allowed.
+        maps: the ``[lo, hi]`` ranges of maps whose winning attempt declared the
+            partition, or ``None`` when the master did not say (only maps seen are checked).
+
+    Raises:
+        ValueError: a malformed range in ``maps``.
+    """
+    ids = _winning(winners, batches)
+    counts = _winning(winners, seals)
+    seen = set(ids) | set(counts)
+    declared = seen if maps is None else expand_ranges(maps)
+    missing: list[Missing] = []
+    for m in sorted(declared | seen):
+        winner = winners[m] if m < len(winners) else -1
+        if m not in declared:
+            reasons = [f"attempt {winner}: sent data but did not declare the partition"]
+        else:
+            reasons = _check_map(m, winner, ids.get(m, set()), counts.get(m))
+        missing.extend(Missing(m, partition, reason) for reason in reasons)
+    return Verdict(partition, tuple(missing))
