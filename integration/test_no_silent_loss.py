@@ -1,0 +1,157 @@
+"""Issue 12 through real processes: a damaged, missing or destroyed copy is read from the other
+copy, a loss raises ``DataLostError`` naming the partition, and a losing attempt's bad batch
+never fails a read."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import croupier
+from croupier.core import commands as c
+from croupier.core.batch import BATCH_HEADER, iter_batches
+from croupier.core.codec import to_json
+from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.core.dataplane import Destroy
+from croupier.core.errors import DataLostError
+from croupier.core.replies import LocationsReply
+from croupier.core.wire import MsgType
+from croupier.services.local import LocalCluster
+from croupier.transports.master_client import MasterClient
+from croupier.transports.rpc import RpcClient
+from integration.test_data_plane import check_all, write_all
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(
+        3,
+        tmp_path / "cluster",
+        processes=True,
+        master_config=MasterConfig(worker_timeout=5.0, takeover_grace=1.0),
+        worker_config=WorkerConfig(heartbeat_interval=0.5),
+    ) as cl:
+        yield cl
+
+
+def files(cluster: LocalCluster, sh: croupier.Shuffle, suffix: str, role: str = "*") -> list[Path]:
+    return sorted(cluster.base_dir.glob(f"worker*/disk0/{sh.app_id}/{sh.shuffle_id}/*-{role}.{suffix}"))
+
+
+def restart_all(cluster: LocalCluster) -> None:
+    """Restart every worker on its directories and wait until each registered again."""
+    before = {w["worker_id"]: w["incarnation"] for w in cluster.status()["workers"]}
+    for i in range(len(before)):
+        cluster.restart_worker(i)
+    for _ in range(300):
+        now = {w["worker_id"]: (w["incarnation"], w["status"]) for w in cluster.status()["workers"]}
+        if all(now[w][0] != inc and now[w][1] == "active" for w, inc in before.items()):
+            return
+        threading.Event().wait(0.1)
+    raise AssertionError("the workers did not register again")
+
+
+def damage_then_restart(cluster: LocalCluster, damage: Callable[[Path], None], suffix: str) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app(f"damaged-{suffix}")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=6)
+        expected = write_all(sh, 2, 6, 200)
+        check_all(sh, expected)  # committed, every copy intact
+        primaries = files(cluster, sh, suffix, "primary")
+        assert len(primaries) == 6
+        for path in primaries:
+            damage(path)
+        restart_all(cluster)
+        check_all(sh, expected)  # each record exactly once, from the replicas
+        app.unregister()
+
+
+def flip_a_byte(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+def cut_ten_bytes(path: Path) -> None:
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size - 10)
+
+
+def test_a_primary_index_with_a_flipped_byte_is_read_from_the_replica(cluster: LocalCluster) -> None:
+    damage_then_restart(cluster, flip_a_byte, "index")
+
+
+def test_a_primary_data_file_cut_short_is_read_from_the_replica(cluster: LocalCluster) -> None:
+    damage_then_restart(cluster, cut_ten_bytes, "data")
+
+
+@pytest.mark.skipif(
+    "maps" not in LocationsReply.__dataclass_fields__,
+    reason="needs the locations reply's declared maps (issue 12, interface 3)",
+)
+def test_both_copies_index_damaged_is_data_lost_not_an_empty_read(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("both-damaged")
+        sh = app.register_shuffle(num_mappers=1, num_partitions=3)
+        expected = write_all(sh, 1, 3, 100)
+        check_all(sh, expected)
+        victims = files(cluster, sh, "index")
+        damaged = [p for p in victims if p.name.startswith("1-")]
+        assert len(damaged) == 2  # partition 1, epoch 0: its primary and its replica
+        for path in damaged:
+            flip_a_byte(path)
+        restart_all(cluster)
+        with pytest.raises(DataLostError) as info:
+            list(sh.reader(1))
+        assert info.value.partitions == [1]
+        assert info.value.details["maps"] == [[0, 1]]
+        check_all(sh, {p: expected[p] for p in (0, 2)})
+        app.unregister()
+
+
+def test_a_destroy_that_reached_one_worker_leaves_the_other_copies_readable(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("half-destroyed")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=6)
+        expected = write_all(sh, 2, 6, 200)
+        check_all(sh, expected)
+        with MasterClient(cluster.master_url) as master:
+            worker = master.call(c.Status())["workers"][0]
+        with RpcClient(f"tcp://127.0.0.1:{worker['control_port']}") as rpc:
+            reply = rpc.call(MsgType.DESTROY, to_json(Destroy(sh.app_id, sh.shuffle_id)))
+        assert reply.body["removed"] > 0
+        check_all(sh, expected)
+        app.unregister()
+
+
+def test_a_bad_batch_of_a_losing_attempt_does_not_fail_the_partition(cluster: LocalCluster) -> None:
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("bad-loser")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=1, replicate=True)
+        winner = [f"win-{i}".encode() for i in range(50)]
+        with sh.writer(0, attempt_id=1) as w:
+            for r in winner:
+                w.write(0, r)
+        assert w.won
+        with sh.writer(0, attempt_id=0) as loser:  # ends second: it loses, its batches stay on disk
+            loser.write(0, b"lost-" * 20)
+        assert not loser.won
+        with sh.writer(1) as w:
+            w.write(0, b"other")
+        check_all(sh, {0: [*winner, b"other"]})  # committed
+        flipped = 0
+        for path in files(cluster, sh, "data"):
+            raw = bytearray(path.read_bytes())
+            for offset, header, _ in iter_batches(raw):
+                if (header.map_id, header.attempt_id) == (0, 0) and header.length:
+                    raw[offset + BATCH_HEADER.size] ^= 0xFF  # the loser's data no longer matches
+                    flipped += 1
+            path.write_bytes(bytes(raw))
+        assert flipped == 2  # in both copies
+        check_all(sh, {0: [*winner, b"other"]})
+        app.unregister()
