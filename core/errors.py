@@ -14,7 +14,7 @@
     ├── NotCommitted          NOT_COMMITTED   (r)  readers wait and ask again
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
-    ├── DataLostError         DATA_LOST            names the partitions and workers
+    ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
     │   └── ElectionNodeGone  UNAVAILABLE     (r)  ha.election: this contender's node is gone; join again
@@ -121,30 +121,55 @@ class UnknownWorker(CroupierError):
 
 
 class DataLostError(CroupierError):
-    """Both copies of some partition locations are gone.
+    """Data of some partitions is gone: no copy, nor all copies together, hold it.
 
-    ``details`` holds ``partitions`` (list of int) and ``workers`` (list of str),
-    and the message names them too.
+    ``details`` holds ``partitions`` (list of int), ``maps`` (the ``[map_id,
+    partition]`` pairs whose data is missing, when known; else empty) and
+    ``workers`` (list of str); the message names them too.
     """
 
     code = "DATA_LOST"
     status = 9
 
     @classmethod
-    def of(cls, partitions: list[int], workers: list[str], context: str = "") -> DataLostError:
-        """Build the error with a message that names partitions and workers."""
+    def of(
+        cls,
+        partitions: list[int],
+        workers: list[str],
+        context: str = "",
+        *,
+        maps: list[list[int]] | None = None,
+    ) -> DataLostError:
+        """Build the error with a message that names partitions, maps and workers.
+
+        Parameters:
+            partitions: the partitions with data missing.
+            workers: the workers that held (or should have held) it.
+            context: what was being read, and why it failed; leads the message.
+            maps: the ``[map_id, partition]`` pairs missing, when known.
+        """
         parts = sorted(set(partitions))
+        pairs = sorted({(int(m), int(p)) for m, p in maps or ()})
         names = sorted(set(workers))
         shown = ", ".join(map(str, parts[:50])) + (" ..." if len(parts) > 50 else "")
         prefix = f"{context}: " if context else ""
+        which = ""
+        if pairs:
+            listed = ", ".join(f"({m}, {p})" for m, p in pairs[:20]) + (" ..." if len(pairs) > 20 else "")
+            which = f" (map, partition) {listed}"
         return cls(
-            f"{prefix}data lost for partitions [{shown}] on workers {names}",
-            {"partitions": parts, "workers": names},
+            f"{prefix}data lost for partitions [{shown}]{which} on workers {names}",
+            {"partitions": parts, "maps": [[m, p] for m, p in pairs], "workers": names},
         )
 
     @property
     def partitions(self) -> list[int]:
         return [int(p) for p in self.details.get("partitions", [])]
+
+    @property
+    def maps(self) -> list[list[int]]:
+        """The ``[map_id, partition]`` pairs whose data is missing (empty when not known)."""
+        return [[int(m), int(p)] for m, p in self.details.get("maps", [])]
 
     @property
     def workers(self) -> list[str]:

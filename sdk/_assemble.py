@@ -2,38 +2,57 @@
 
 No sockets here, so every rule of DESIGN §8 is testable on plain lists:
 
-- ``parse_chunk`` splits a chunk into batches and verifies every digest;
+- ``parse_chunk`` splits a chunk into batches and verifies the digests of the
+  batches wanted (a losing attempt's bad batch is dropped unread, never a
+  reason to give up a copy);
 - ``BatchSelector`` drops batches of attempts that did not win and duplicates
   of ``(map, attempt, batch_id)`` (a revive resends the same ids to a new
-  epoch), remembers seals, and at the end checks that each winning attempt's
-  batches ``0..n-1`` all arrived;
+  epoch; a second copy of an epoch repeats the first), remembers seals, and
+  at the end asks ``core.proof`` whether everything arrived;
 - ``select_records`` chains them over a list of chunks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from croupier.core.batch import BatchHeader, iter_batches, iter_records
 from croupier.core.errors import BadRequest, DataLostError
+from croupier.core.proof import Verdict, prove
 from croupier.transports.digest import digest_ok
 
-__all__ = ["BatchSelector", "CorruptChunk", "parse_chunk", "select_records", "split_records"]
+__all__ = [
+    "BatchSelector",
+    "CorruptChunk",
+    "lost_error",
+    "parse_chunk",
+    "select_records",
+    "split_records",
+    "split_views",
+]
 
 
 class CorruptChunk(Exception):
     """A chunk is malformed or a batch's digest does not match: read the other copy."""
 
 
-def parse_chunk(chunk: bytes | memoryview) -> list[tuple[BatchHeader, memoryview]]:
-    """Split a chunk into ``(header, data)`` and verify every batch's blake3 digest.
+def parse_chunk(
+    chunk: bytes | memoryview, wanted: Callable[[BatchHeader], bool] | None = None
+) -> list[tuple[BatchHeader, memoryview]]:
+    """Split a chunk into ``(header, data)`` and verify the digest of each batch kept.
+
+    Parameters:
+        chunk: batches back to back.
+        wanted: which batches to keep (default: all); the others are dropped unverified.
 
     Raises:
-        CorruptChunk: a header or batch is cut short, has bad flags, or a digest differs.
+        CorruptChunk: a header or batch is cut short, has bad flags, or a kept batch's digest differs.
     """
     out: list[tuple[BatchHeader, memoryview]] = []
     try:
         for offset, header, data in iter_batches(chunk):
+            if wanted is not None and not wanted(header):
+                continue
             if not digest_ok(header, data):
                 raise CorruptChunk(
                     f"digest mismatch in batch at offset {offset} (map {header.map_id} attempt "
@@ -71,7 +90,7 @@ class BatchSelector:
 
     State:
         seen: map -> data batch ids kept (winning attempt only).
-        seals: map -> the batch count its winning attempt sealed with.
+        seals: map -> the batch counts its winning attempt sealed with (one, unless corrupt).
 
     Parameters:
         winners: ``winners[m]`` is the winning attempt of map ``m`` (``-1``: none).
@@ -80,30 +99,28 @@ class BatchSelector:
     def __init__(self, winners: Sequence[int]) -> None:
         self._winners = list(winners)
         self._seen: dict[int, set[int]] = {}
-        self._seals: dict[int, int] = {}
-        self._conflicts: list[str] = []
+        self._seals: dict[int, set[int]] = {}
         self.kept = 0
         self.duplicates = 0
 
-    def _winning(self, header: BatchHeader) -> bool:
+    def wanted(self, header: BatchHeader) -> bool:
+        """Whether the batch (or seal) is from its map's winning attempt."""
         m = header.map_id
         return m < len(self._winners) and header.attempt_id == self._winners[m] >= 0
 
     def is_new(self, header: BatchHeader) -> bool:
         """Whether ``offer`` would keep this batch (no state change)."""
-        if header.is_seal or not self._winning(header):
+        if header.is_seal or not self.wanted(header):
             return False
         return header.batch_id not in self._seen.get(header.map_id, ())
 
     def offer(self, header: BatchHeader) -> bool:
         """Account for one verified batch; True when its records are to be yielded."""
-        if not self._winning(header):
+        if not self.wanted(header):
             return False
         m = header.map_id
         if header.is_seal:
-            known = self._seals.setdefault(m, header.batch_id)
-            if known != header.batch_id:
-                self._conflicts.append(f"map {m} sealed with {known} and {header.batch_id} batches")
+            self._seals.setdefault(m, set()).add(header.batch_id)
             return False
         seen = self._seen.setdefault(m, set())
         if header.batch_id in seen:
@@ -113,34 +130,44 @@ class BatchSelector:
         self.kept += 1
         return True
 
-    def problems(self) -> list[str]:
-        """What is missing or inconsistent; empty when the partition is complete."""
-        out = list(self._conflicts)
-        for m in sorted(set(self._seen) | set(self._seals)):
-            attempt = self._winners[m]
-            seen = self._seen.get(m, set())
-            count = self._seals.get(m)
-            if count is None:
-                out.append(f"map {m} attempt {attempt}: {len(seen)} batches but no seal")
-                continue
-            missing = [b for b in range(count) if b not in seen]
-            if missing:
-                shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-                out.append(f"map {m} attempt {attempt}: {len(missing)} of {count} batches missing ({shown})")
-            extra = sorted(b for b in seen if b >= count)
-            if extra:
-                out.append(f"map {m} attempt {attempt}: batches {extra[:10]} beyond its seal of {count}")
-        return out
+    def verdict(self, partition: int, maps: Iterable[Sequence[int]] | None = None) -> Verdict:
+        """The completeness proof over everything offered so far (``core.proof.prove``).
 
-    def check(self, partition: int, workers: Iterable[str], context: str = "") -> None:
-        """Raise ``DataLostError`` naming the partition and ``workers`` if anything is missing."""
-        problems = self.problems()
-        if problems:
-            detail = "; ".join(problems[:5]) + (
-                f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
-            )
-            prefix = f"{context}: " if context else ""
-            raise DataLostError.of([partition], list(workers), f"{prefix}incomplete partition ({detail})")
+        Parameters:
+            partition: the partition read.
+            maps: the ``[lo, hi]`` ranges of the maps that declared it, or ``None`` if not known.
+        """
+        w = self._winners
+        batches = ((m, w[m], b) for m, ids in self._seen.items() for b in ids)
+        seals = ((m, w[m], n) for m, counts in self._seals.items() for n in counts)
+        return prove(partition, w, batches, seals, maps)
+
+    def problems(self, maps: Iterable[Sequence[int]] | None = None) -> list[str]:
+        """What is missing or inconsistent; empty when the partition is complete."""
+        return [str(x) for x in self.verdict(0, maps).missing]
+
+    def check(
+        self,
+        partition: int,
+        workers: Iterable[str],
+        context: str = "",
+        maps: Iterable[Sequence[int]] | None = None,
+    ) -> None:
+        """Raise ``DataLostError`` naming the partition, the maps and ``workers`` if anything is missing."""
+        verdict = self.verdict(partition, maps)
+        if not verdict.complete:
+            raise lost_error(verdict, list(workers), context)
+
+
+def lost_error(verdict: Verdict, workers: list[str], context: str = "", why: str = "") -> DataLostError:
+    """The ``DataLostError`` for an incomplete ``verdict``; ``why`` adds what went wrong with copies."""
+    problems = [str(x) for x in verdict.missing]
+    detail = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+    prefix = f"{context}: " if context else ""
+    suffix = f"; {why}" if why else ""
+    return DataLostError.of(
+        [verdict.partition], workers, f"{prefix}incomplete partition ({detail}{suffix})", maps=verdict.pairs
+    )
 
 
 def select_records(
@@ -159,7 +186,7 @@ def select_records(
     selector = BatchSelector(winners)
     out: list[bytes] = []
     for chunk in chunks:
-        for header, data in parse_chunk(chunk):
+        for header, data in parse_chunk(chunk, selector.wanted):
             if selector.is_new(header):
                 records = split_records(data)
                 selector.offer(header)

@@ -7,10 +7,21 @@ State:
 The read path (DESIGN §8): wait until the shuffle is committed; then for every
 epoch, oldest first, read one copy (the primary, else the replica, skipping
 copies the commit found failed). A copy is read chunk by chunk with a few
-fetches in flight. A copy that cannot be reached, or that holds a malformed
-chunk or a bad digest, is abandoned for the other copy, which is read from its
-start (chunk boundaries differ between copies; batches already kept are not
-kept twice). ``UNKNOWN_SHUFFLE`` from a copy means nothing was pushed there.
+fetches in flight. A copy that cannot be reached, holds a malformed chunk or a
+bad digest of a winning batch, or that its worker does not know
+(``UNKNOWN_SHUFFLE``: lost files, a restart on damaged files, a stray
+``DESTROY``) is abandoned for the other copy, which is read from its start:
+batches are identified by ``(map, attempt, batch_id)``, so only those not yet
+read are yielded and copies add up.
+
+At the end ``core.proof`` decides whether the partition is complete: every
+batch and the seal of each winning map that declared it (the locations reply's
+``maps``). If not, every copy not read yet, of every epoch (those failed at
+commit, and those of workers that registered again since, too), is read, and
+the proof asked again; only then ``DataLostError`` names the partition, the
+``(map, partition)`` pairs and the workers. Without ``maps`` (an older master)
+only the maps seen can be checked, and an epoch whose every copy failed, other
+than by not holding the location at all, is a loss, as before.
 
 ``readers(shuffle, partitions)`` reads many partitions in turn: one
 ``GET_LOCATIONS_BATCH`` for up to 10,000 of them, and while one partition is
@@ -27,7 +38,14 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from croupier._assemble import BatchSelector, CorruptChunk, parse_chunk, split_records, split_views
+from croupier._assemble import (
+    BatchSelector,
+    CorruptChunk,
+    lost_error,
+    parse_chunk,
+    split_records,
+    split_views,
+)
 from croupier._routing import PartitionLocation, WorkerAddress
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
@@ -46,6 +64,7 @@ from croupier.core.errors import (
     RequestTimeout,
     UnknownShuffle,
 )
+from croupier.core.proof import Verdict, expand_ranges
 from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleReadState
 from croupier.core.wire import MsgType
 from croupier.transports.rpc import Reply
@@ -67,8 +86,11 @@ class _CopyFailed(Exception):
     """This copy cannot be read (unreachable, refused, corrupt): try the other one."""
 
 
-class _CopyNotCommitted(_CopyFailed):
-    """The worker holds this location but never committed it."""
+class _CopyAbsent(_CopyFailed):
+    """The worker does not hold this location, or never committed it."""
+
+
+CopyKey = tuple[int, str, str | None]  # epoch, worker id, incarnation
 
 
 class Reader:
@@ -87,8 +109,8 @@ class Reader:
 
     Raises (while iterating):
         NotCommitted: the shuffle did not commit within ``timeout``.
-        DataLostError: every copy of some location failed, or a winning attempt's
-            batches are missing; it names the partition and the workers.
+        DataLostError: even all copies together lack a winning attempt's batch or
+            seal; it names the partition, the (map, partition) pairs and the workers.
     """
 
     def __init__(
@@ -113,6 +135,11 @@ class Reader:
         self.locations: list[PartitionLocation] = []
         self.stats: dict[str, int] = {"records": 0, "bytes": 0, "chunks": 0, "batches": 0, "switches": 0}
         self.selector: BatchSelector | None = None
+        # one pass: the copies tried, what went wrong, and per epoch "read", "absent" or "failed"
+        self._tried: set[CopyKey] = set()
+        self._errors: list[str] = []
+        self._failed_workers: set[str] = set()
+        self._outcome: dict[int, str] = {}
         self._reply = _locations  # a committed locations reply, from readers()
         self._copy = True  # records as bytes; views() yields memory views instead
         # the first copy's OPEN_STREAM and chunk 0, sent ahead by start()
@@ -151,19 +178,46 @@ class Reader:
         self.locations = list(reply.locations)
         workers = sorted({w for loc in self.locations for w in loc.workers})
         context = f"shuffle {self.shuffle.app_id}/{self.shuffle.shuffle_id}"
+        maps = declared_maps(reply)
         if reply.lost:
-            raise DataLostError.of([self.partition], workers, f"{context}: every copy failed at commit")
-        failed = set(reply.failed_copies)
+            # the maps the commit found gone, if the master says; else every map that declared it
+            gone = getattr(reply, "lost_maps", None) or maps or ()
+            pairs = [[m, self.partition] for m in sorted(expand_ranges(gone))]
+            msg = f"{context}: every copy failed at commit"
+            raise DataLostError.of([self.partition], workers, msg, maps=pairs)
         selector = self.selector = BatchSelector(list(reply.winners))
+        if maps is not None and not maps:
+            return  # no winning map declared the partition: it is empty, nothing to read
+        failed = set(reply.failed_copies)
         for location in self.locations:
             yield from self._read_location(location, failed, selector, context)
-        selector.check(self.partition, workers, context)
+        if self._complete(selector, maps):
+            return
+        yield from self._read_the_rest(selector, context)
+        if not self._complete(selector, maps):
+            raise self._lost(selector.verdict(self.partition, maps), workers, context)
+
+    def _complete(self, selector: BatchSelector, maps: list[list[int]] | None) -> bool:
+        """Whether the proof passes (and, without ``maps``, no epoch failed outright)."""
+        if not selector.verdict(self.partition, maps).complete:
+            return False
+        return maps is not None or "failed" not in self._outcome.values()
+
+    def _lost(self, verdict: Verdict, workers: list[str], context: str) -> DataLostError:
+        named = sorted(self._failed_workers) or workers
+        why = f"copies: {'; '.join(self._errors)}" if self._errors else ""
+        if verdict.complete:  # without declared maps: an epoch none of whose copies could be read
+            msg = f"{context}: no copy of some epoch could be read ({why})"
+            return DataLostError.of([self.partition], named, msg)
+        return lost_error(verdict, named, context, why)
 
     def start(self) -> None:
         """Send the first copy's ``OPEN_STREAM`` and chunk 0 now, before iteration (``readers``)."""
         reply = self._reply
         if reply is None or self._started or self._ahead_of is not None or reply.lost:
             return
+        if declared_maps(reply) == []:
+            return  # empty: nothing will be read
         failed = set(reply.failed_copies)
         for location in reply.locations:
             copies, _ = self._copies(location, failed)
@@ -205,96 +259,77 @@ class Reader:
         selector: BatchSelector,
         context: str,
     ) -> Iterator[bytes | memoryview]:
+        """Read one copy of ``location``: the first that reads through, in order."""
         copies, errors = self._copies(location, failed)
-        not_committed = 0
-        tried = list(copies)
+        # copies failed at commit are read last, and only if the proof needs them
+        self._errors.extend(f"epoch {location.epoch} {e}" for e in errors)
+        self._failed_workers.update(w for e, w in failed if e == location.epoch and w in location.workers)
+        if not copies:
+            self._note(location.epoch, "failed")
         for i, (role, address) in enumerate(copies):
-            try:
-                yield from self._read_copy(location, role, address, selector)
+            outcome = yield from self._try_copy(location, role, address, selector, context)
+            self._note(location.epoch, outcome)
+            if outcome == "read":
                 return
-            except _CopyFailed as exc:
-                not_committed += isinstance(exc, _CopyNotCommitted)
-                errors.append(f"{address.worker_id} ({role}): {exc}")
-                if i + 1 < len(copies):
-                    self.stats["switches"] += 1
-                    log.warning(
-                        "%s partition %d epoch %d: %s copy on %s failed (%s); reading the other copy",
-                        context,
-                        self.partition,
-                        location.epoch,
-                        role,
-                        address.worker_id,
-                        exc,
-                    )
-        if copies and not_committed == len(copies) == len(errors):
-            # Every copy is held open but uncommitted, and none failed at commit: the
-            # location was created after its worker committed the shuffle (a losing
-            # attempt's push or revive after every map ended). A winner's pushes are all
-            # acked before its MapperEnd, hence before the commit: losers only.
-            log.warning(
-                "%s partition %d epoch %d: no copy was committed; it can only hold losing attempts",
-                context,
-                self.partition,
-                location.epoch,
-            )
-            return
-        if (yield from self._read_moved(location, tried, selector, context, errors)):
-            return
-        raise DataLostError.of(
-            [self.partition],
-            location.workers,
-            f"{context} epoch {location.epoch}: no copy could be read ({'; '.join(errors)})",
-        )
+            if i + 1 < len(copies):
+                self.stats["switches"] += 1
+        # No copy could be read. Whether anything is missing is for the proof to say at the
+        # end: a location created after its worker committed (a losing attempt's push after
+        # every map ended) is never committed, and one nobody pushed to is unknown.
 
-    def _read_moved(
-        self,
-        location: PartitionLocation,
-        tried: list[tuple[str, WorkerAddress]],
-        selector: BatchSelector,
-        context: str,
-        errors: list[str],
-    ) -> Generator[bytes | memoryview, None, bool]:
-        """Read a copy whose worker re-registered since ``tried`` was read; False if none could be."""
-        # A worker that restarted since the locations were read serves its committed
-        # files under a new incarnation and new ports: ask the master once more.
-        for role, address in self._moved(location, tried):
-            try:
-                log.warning(
-                    "%s partition %d epoch %d: %s copy on %s moved (incarnation %s); reading it there",
-                    context,
-                    self.partition,
-                    location.epoch,
-                    role,
-                    address.worker_id,
-                    address.incarnation,
-                )
-                yield from self._read_copy(location, role, address, selector)
-                return True
-            except _CopyFailed as exc:
-                errors.append(f"{address.worker_id} ({role}, after it re-registered): {exc}")
-        return False
-
-    def _moved(
-        self, location: PartitionLocation, tried: list[tuple[str, WorkerAddress]]
-    ) -> list[tuple[str, WorkerAddress]]:
-        """The copies of ``location`` whose worker re-registered since ``tried`` was read."""
+    def _read_the_rest(self, selector: BatchSelector, context: str) -> Iterator[bytes | memoryview]:
+        """Read every copy not tried yet, of every epoch: also those failed at commit, and
+        those of workers that registered again since the locations were read (a restarted
+        worker serves its committed files under a new incarnation and new ports)."""
+        locations = list(self.locations)
         sh = self.shuffle
         try:
             command = GetLocations(sh.app_id, sh.shuffle_id, self.partition)
-            reply = sh.client._master.request(command, LocationsReply)
+            locations += sh.client._master.request(command, LocationsReply).locations
         except CroupierError as exc:
             log.warning("cannot refresh the locations of partition %d: %s", self.partition, exc)
-            return []
-        before = {address.worker_id: address for _, address in tried}
-        moved: list[tuple[str, WorkerAddress]] = []
-        for fresh in reply.locations:
-            if fresh.epoch != location.epoch:
-                continue
-            for role, address in fresh.copies():
-                old = before.get(address.worker_id)
-                if old is not None and address.incarnation != old.incarnation:
-                    moved.append((role, address))
-        return moved
+        for location in locations:
+            for role, address in location.copies():
+                if (location.epoch, address.worker_id, address.incarnation) not in self._tried:
+                    outcome = yield from self._try_copy(location, role, address, selector, context)
+                    if outcome == "read":  # a failure here does not undo what the first pass found
+                        self._note(location.epoch, outcome)
+
+    def _try_copy(
+        self,
+        location: PartitionLocation,
+        role: str,
+        address: WorkerAddress,
+        selector: BatchSelector,
+        context: str,
+    ) -> Generator[bytes | memoryview, None, str]:
+        """Read one copy, yielding the batches not read yet; "read", or why not: "absent"
+        (the worker does not hold it, or never committed it) or "failed"."""
+        self._tried.add((location.epoch, address.worker_id, address.incarnation))
+        try:
+            yield from self._read_copy(location, role, address, selector)
+        except _CopyFailed as exc:
+            self._errors.append(f"epoch {location.epoch} {address.worker_id} ({role}): {exc}")
+            self._failed_workers.add(address.worker_id)
+            log.warning(
+                "%s partition %d epoch %d: %s copy on %s (incarnation %s) failed: %s",
+                context,
+                self.partition,
+                location.epoch,
+                role,
+                address.worker_id,
+                address.incarnation,
+                exc,
+            )
+            return "absent" if isinstance(exc, _CopyAbsent) else "failed"
+        return "read"
+
+    def _note(self, epoch: int, outcome: str) -> None:
+        """Record how an epoch went: one copy read beats every failure; a real failure
+        beats a copy the worker does not hold."""
+        rank = {"absent": 0, "failed": 1, "read": 2}
+        if rank[outcome] >= rank[self._outcome.get(epoch, "absent")]:
+            self._outcome[epoch] = outcome
 
     def _read_copy(
         self, location: PartitionLocation, role: str, address: WorkerAddress, selector: BatchSelector
@@ -316,10 +351,9 @@ class Reader:
         self._ahead_of = self._ahead_open = self._ahead_chunks = None
         try:
             opened = self._wait(url, box)
-        except UnknownShuffle:
-            return  # nothing was ever pushed to this location
-        except NotCommitted as exc:
-            raise _CopyNotCommitted(f"{exc.code}: {exc.message}") from exc
+        except (UnknownShuffle, NotCommitted) as exc:
+            # nothing pushed here, or never committed; or files lost, damaged or destroyed
+            raise _CopyAbsent(f"{exc.code}: {exc.message}") from exc
         except CroupierError as exc:
             if isinstance(exc, RequestTimeout):
                 self.shuffle.client._suspect(address.worker_id)
@@ -331,7 +365,7 @@ class Reader:
         for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
             self.stats["chunks"] += 1
             try:
-                batches = parse_chunk(chunk)
+                batches = parse_chunk(chunk, selector.wanted)
                 for header, data in batches:
                     if selector.is_new(header):
                         records: list[bytes] | list[memoryview] = (
@@ -427,6 +461,13 @@ class Reader:
             raise error
         assert reply is not None
         return reply
+
+
+def declared_maps(reply: LocationsReply) -> list[list[int]] | None:
+    """The ``[lo, hi]`` ranges of the maps that declared the partition, or ``None`` when the
+    master does not say (one from before the field)."""
+    maps = getattr(reply, "maps", None)
+    return None if maps is None else [[int(lo), int(hi)] for lo, hi in maps]
 
 
 def wait_committed(
