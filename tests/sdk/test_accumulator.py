@@ -180,3 +180,9 @@ def test_the_digest_covers_the_header() -> None:
             assert not digest_ok(moved, b.data)
     assert not digest_ok(dataclasses.replace(batch.header, length=4), batch.data)
     assert not digest_ok(batch.header, b"\x01\x00\x00\x00y")
+
+
+def test_the_seal_digest_of_protocol_5_1() -> None:
+    seal = make_batch(0, 1, 0, 2, b"", seal=True)
+    assert seal.encoded_header[:20].hex() == "0100000000000000020000000000000001000000"
+    assert seal.header.digest.hex() == "25976ed627a17f4099ad6fdee13d5918"
