@@ -311,7 +311,10 @@ class Reader:
         except _CopyFailed as exc:
             self._errors.append(f"epoch {location.epoch} {address.worker_id} ({role}): {exc}")
             self._failed_workers.add(address.worker_id)
-            log.warning(
+            absent = isinstance(exc, _CopyAbsent)
+            # an absent copy is most often a location nobody pushed to: no warning for that
+            log.log(
+                logging.INFO if absent else logging.WARNING,
                 "%s partition %d epoch %d: %s copy on %s (incarnation %s) failed: %s",
                 context,
                 self.partition,
@@ -321,7 +324,7 @@ class Reader:
                 address.incarnation,
                 exc,
             )
-            return "absent" if isinstance(exc, _CopyAbsent) else "failed"
+            return "absent" if absent else "failed"
         return "read"
 
     def _note(self, epoch: int, outcome: str) -> None:
