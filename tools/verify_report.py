@@ -15,6 +15,7 @@ __all__ = ["Cell", "Report"]
 
 _COUNTS = (
     "shuffles",
+    "fired",
     "records",
     "lost",
     "duplicated",
@@ -36,11 +37,12 @@ _WIDTH = 160
 
 @dataclass(slots=True)
 class Cell:
-    """The tally of one fault kind at one phase."""
+    """The tally of one fault kind at one phase (``fired``: shuffles whose fault happened)."""
 
     kind: str
     phase: str
     shuffles: int = 0
+    fired: int = 0
     records: int = 0
     lost: int = 0
     duplicated: int = 0
@@ -52,6 +54,7 @@ class Cell:
 
     def add(self, outcome: Outcome) -> None:
         self.shuffles += 1
+        self.fired += outcome.fired
         self.records += outcome.records
         self.lost += outcome.lost
         self.duplicated += outcome.duplicated
@@ -86,14 +89,16 @@ class Report:
     failures: list[str] = field(default_factory=list)
 
     def add(self, index: int, outcome: Outcome) -> None:
-        """Tally shuffle ``index``'s outcome; a failed one is remembered with what was done."""
+        """Tally the outcome of shuffle ``index`` (counted from 0); a failed one is remembered,
+        with what the nemesis did, under its number counted from 1 as the progress lines show it."""
         fault = outcome.fault
         key = (fault.kind, fault.phase)
         self.cells.setdefault(key, Cell(*key)).add(outcome)
         if not outcome.ok:
             lines = [*outcome.errors, *outcome.problems][:6]
             self.failures.append(
-                f"shuffle {index}: {fault.describe()} [{'; '.join(outcome.actions)}]: " + " | ".join(lines)
+                f"shuffle {index + 1}: {fault.describe()} [{'; '.join(outcome.actions)}]: "
+                + " | ".join(lines)
             )
 
     def total(self, name: str) -> int:

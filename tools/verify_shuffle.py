@@ -62,6 +62,7 @@ class Shape:
 class Outcome:
     """What one shuffle under one fault came to.
 
+    ``fired`` says whether the fault happened (its phase was reached);
     ``lost``/``duplicated``/``bad`` count records of partitions read without an error;
     ``expected_data_lost`` counts ``DataLost`` naming the partition a double fault
     destroyed, ``false_data_lost`` any other; ``missed_data_lost`` is 1 when a double
@@ -70,6 +71,7 @@ class Outcome:
     """
 
     fault: Fault
+    fired: bool = False
     records: int = 0
     lost: int = 0
     duplicated: int = 0
@@ -143,8 +145,7 @@ def run_shuffle(app: croupier.App, nemesis: Nemesis, fault: Fault, shape: Shape,
     run = _Run(sh, nemesis, fault, plans, pools(salt, shape.maps), outcome)
     if _write(run):
         _read(run)
-    if not run.fired:
-        outcome.actions.append("the fault never fired (its phase was not reached)")
+    outcome.fired = run.fired
     try:
         sh.unregister()
     except CroupierError as exc:  # the files go with the app at the end anyway
