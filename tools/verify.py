@@ -118,10 +118,12 @@ def main_verify(shuffles: int, seed: int, *, ha: bool, faults: str | None, as_js
         )
 
     try:
-        report = run_verify(shuffles, seed, ha=ha, faults=faults, on_shuffle=progress)
+        parse_faults(faults, ha=ha)
     except ValueError as exc:
         print(f"croupier verify: {exc}", file=sys.stderr)
         return 2
+    try:
+        report = run_verify(shuffles, seed, ha=ha, faults=faults, on_shuffle=progress)
     except ZooKeeperNotInstalled as exc:
         print(f"croupier verify --ha: {exc}", file=sys.stderr)
         return 2
