@@ -56,9 +56,10 @@ class Fault:
 
     def describe(self) -> str:
         """One line for logs and reports."""
-        where = f"partition {self.partition} {self.role}" if self.kind != "leader" else "the leader"
+        if self.kind == "leader":
+            return f"leader (kill -9 of the leading master) at {self.phase}"
         extra = f" ({self.damage}{', restart' if self.restart else ''})" if self.damage else ""
-        return f"{self.kind}{extra} of {where} at {self.phase}"
+        return f"{self.kind}{extra} of partition {self.partition} {self.role} at {self.phase}"
 
 
 def applicable(kind: str) -> tuple[str, ...]:
