@@ -4,6 +4,7 @@ croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
 croupier local [--workers N]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
+croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
 croupier admin --master URL status|workers|apps|shuffles [--json]
 croupier admin --master URL decommission WORKER_ID
 """
@@ -213,12 +214,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from croupier.tools.verify import main_verify
+
+    return main_verify(args.shuffles, args.seed, ha=args.ha, faults=args.faults, as_json=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: one sub-command per ``_add_*`` helper below."""
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench):
+    for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench, _add_verify):
         add(sub)
     return parser
 
@@ -315,6 +322,24 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument("--clients", type=int, default=4)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+
+
+def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
+    v = sub.add_parser("verify", help="verified shuffles on an embedded cluster under a seeded nemesis")
+    v.add_argument("--shuffles", type=int, default=20, help="how many shuffles, one fault each")
+    v.add_argument("--seed", type=int, default=1, help="seeds the fault schedule (same seed, same faults)")
+    v.add_argument(
+        "--ha", action="store_true", help="a local ZooKeeper and 3 masters (adds the leader fault)"
+    )
+    v.add_argument(
+        "--faults",
+        default="",
+        help="comma list of KIND or KIND@PHASE; kinds: kill, restart, pause, corrupt, corrupt-both,"
+        " leader (--ha); phases: mid-push, after-close, during-commit, after-commit, mid-read"
+        " (default: every kind that applies)",
+    )
+    v.add_argument("--json", action="store_true", help="end with one JSON line (the matrix and totals)")
+    v.set_defaults(func=cmd_verify)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -66,6 +66,8 @@ class _Child:
 
     def stop(self) -> None:
         if self.popen.poll() is None:
+            # a paused (SIGSTOP) child would not act on SIGTERM until continued
+            self.popen.send_signal(signal.SIGCONT)
             self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=30)
@@ -217,6 +219,24 @@ class LocalCluster(Service):
         else:
             self.ha_masters[i].stop()
 
+    def start_master(self, i: int) -> None:
+        """HA mode: start master ``i`` again (after ``kill_master``), as a new member."""
+        self._start_master(i)
+
+    def master_running(self, i: int) -> bool:
+        """HA mode: whether master subprocess ``i`` runs (not killed, or started again).
+
+        Raises:
+            RuntimeError: the cluster runs in-process.
+        """
+        if not self.processes:
+            raise RuntimeError("only master subprocesses are watched (processes=True)")
+        return self._master_procs[i].popen.poll() is None
+
+    def worker_dirs(self, i: int) -> list[Path]:
+        """The data directories of worker ``i`` (they outlive its restarts)."""
+        return self._worker_dirs(i)
+
     def _worker_dirs(self, i: int) -> list[Path]:
         return [self.base_dir / f"worker{i}" / "disk0"]
 
@@ -277,6 +297,45 @@ class LocalCluster(Service):
     def worker_pids(self) -> list[int]:
         """Process ids of worker subprocesses (empty in-process)."""
         return [child.popen.pid for child in self._worker_procs]
+
+    def worker_ids(self) -> list[str]:
+        """The worker id of each worker, by index (ids persist in the worker's dirs across restarts)."""
+        if self.processes:
+            return [child.first_line for child in self._worker_procs]
+        return [worker.worker_id for worker in self.workers]
+
+    def worker_running(self, i: int) -> bool:
+        """Whether worker subprocess ``i`` is alive (killed and not restarted: False).
+
+        Raises:
+            RuntimeError: the cluster runs in-process.
+        """
+        return self._worker_child(i).popen.poll() is None
+
+    def pause_worker(self, i: int) -> None:
+        """Freeze worker subprocess ``i`` (SIGSTOP): it holds its sockets but answers nothing.
+
+        Raises:
+            RuntimeError: the cluster runs in-process.
+        """
+        child = self._worker_child(i)
+        if child.popen.poll() is None:
+            child.popen.send_signal(signal.SIGSTOP)
+
+    def resume_worker(self, i: int) -> None:
+        """Let a paused worker subprocess ``i`` run again (SIGCONT).
+
+        Raises:
+            RuntimeError: the cluster runs in-process.
+        """
+        child = self._worker_child(i)
+        if child.popen.poll() is None:
+            child.popen.send_signal(signal.SIGCONT)
+
+    def _worker_child(self, i: int) -> _Child:
+        if not self.processes:
+            raise RuntimeError("only worker subprocesses can be signalled (processes=True)")
+        return self._worker_procs[i]
 
     def kill_worker(self, i: int) -> str:
         """Stop worker ``i`` abruptly (SIGKILL for subprocesses); returns its worker id."""
