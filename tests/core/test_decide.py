@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from croupier.core import commands as c
+from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.codec import to_json
 from croupier.core.decide import decide
 from croupier.core.errors import (
@@ -52,6 +53,11 @@ def master() -> Master:
         m(worker(i))
     m(c.RegisterApp("job", "app1"))
     return m
+
+
+def bits(num_partitions: int, *partitions: int) -> str:
+    """The MAPPER_END bitmap declaring ``partitions``."""
+    return encode_bitmap(from_partitions(partitions, num_partitions))
 
 
 def test_shuffle_placement_uses_distinct_workers_for_primary_and_replica(master: Master) -> None:
@@ -121,16 +127,18 @@ def test_load_aware_placement_skips_hot_workers(master: Master) -> None:
 
 def test_first_mapper_end_wins_and_repeats_are_idempotent(master: Master) -> None:
     master(c.RegisterShuffle("app1", num_mappers=2, num_partitions=4))
-    first = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    first = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3, partitions=bits(4, 0, 1, 2)))
     assert first == {"winner": 1, "won": True, "all_ended": False}
-    second = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=0, touched=4))
+    second = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=0, touched=4, partitions=bits(4, 0, 1, 2, 3)))
     assert second == {"winner": 1, "won": False, "all_ended": False}
-    again = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    again = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3, partitions=bits(4, 0, 1, 2)))
     assert again["won"] is True
-    assert [e for e in master.log if isinstance(e, MapperEnded)] == [MapperEnded("app1", 0, 1, 1, 3)]
-    assert master(c.MapperEnd("app1", 0, 0, 0, 1))["all_ended"] is True
+    assert [e for e in master.log if isinstance(e, MapperEnded)] == [
+        MapperEnded("app1", 0, 1, 1, 3, bits(4, 0, 1, 2))
+    ]
+    assert master(c.MapperEnd("app1", 0, 0, 0, 1, bits(4, 3)))["all_ended"] is True
     with pytest.raises(BadRequest):
-        master(c.MapperEnd("app1", 0, 2, 0, 1))
+        master(c.MapperEnd("app1", 0, 2, 0, 1, bits(4, 3)))
 
 
 def test_revive_moves_to_a_new_epoch_once(master: Master) -> None:
@@ -153,7 +161,7 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
     master(c.RegisterShuffle("app1", 1, 3))
     with pytest.raises(NotCommitted):
         master(c.ReportCommit("app1", 0))
-    master(c.MapperEnd("app1", 0, 0, 0, 3))
+    master(c.MapperEnd("app1", 0, 0, 0, 3, bits(3, 0, 1, 2)))
     info = master.state.shuffle("app1", 0)
     assert info is not None
     p0, r0 = info.current(0).primary, info.current(0).replica
@@ -175,7 +183,7 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
 
 def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_once(master: Master) -> None:
     master(c.RegisterShuffle("app1", 2, 5))
-    master(c.MapperEnd("app1", 0, 0, 1, 5))
+    master(c.MapperEnd("app1", 0, 0, 1, 5, bits(5, 0, 1, 2, 3, 4)))
     info = master.state.shuffle("app1", 0)
     assert info is not None
     master(c.RevivePartition("app1", 0, 3, epoch=0, failed_workers=(str(info.current(3).primary),)))
@@ -189,7 +197,7 @@ def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_onc
             assert {**batch, **entry} == single
         assert batch["committed"] is committed and batch["winners"] == ([1, 0] if committed else [1, -1])
         if not committed:
-            master(c.MapperEnd("app1", 0, 1, 0, 5))
+            master(c.MapperEnd("app1", 0, 1, 0, 5, bits(5, 0, 1, 2, 3, 4)))
             p3 = info.current(3).primary
             master(c.ReportCommit("app1", 0, failed_copies=((3, 1, p3),)))
     assert master(c.GetLocationsBatch("app1", 0, (3,)))["partitions"][0]["failed_copies"] == [[1, p3]]  # type: ignore[index]
