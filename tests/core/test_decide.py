@@ -20,7 +20,14 @@ from croupier.core.errors import (
     UnknownShuffle,
     UnknownWorker,
 )
-from croupier.core.events import Event, MapperEnded, PartitionRevived, ShuffleCommitted
+from croupier.core.events import (
+    Event,
+    MapperEnded,
+    PartitionRevived,
+    ShuffleCommitted,
+    decode_event,
+    encode_event,
+)
 from croupier.core.state import MasterState, apply
 
 
@@ -262,3 +269,88 @@ def test_a_hundred_thousand_partitions_stay_one_compact_event(master: Master) ->
 
     master(c.RegisterShuffle("app1", 100, 100_000))
     assert len(encode_event(master.log[-1])) < 1000
+
+
+# -- issue 12: declared partitions, the commit's verdict, idempotent registration ---------------
+
+
+def test_registration_records_the_incarnation_of_every_placed_worker(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 6))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    assert info.incarnations == (("w0", "inc1"), ("w1", "inc1"), ("w2", "inc1"))
+    assert info.locations(4)[0].incarnation("w1") == "inc1"  # epoch 0 too
+
+
+def test_a_retried_register_shuffle_with_its_request_id_returns_the_same_shuffle(master: Master) -> None:
+    first = master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))
+    logged = len(master.log)
+    again = master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))
+    assert again == first and len(master.log) == logged
+    assert master(c.RegisterShuffle("app1", 2, 4, request_id="req-2"))["shuffle_id"] == 1
+    with pytest.raises(Conflict):
+        master(c.RegisterShuffle("app1", 3, 4, request_id="req-1"))
+    # durable: a snapshot (and so a restarted or new leader) still knows the request
+    master.state = MasterState.from_snapshot(master.state.snapshot_bytes())
+    assert master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))["shuffle_id"] == 0
+
+
+@pytest.mark.parametrize(
+    ("touched", "partitions", "match"),
+    [
+        (2, bits(9, 1, 8), "bytes"),
+        (1, bits(4, 1, 2), "touched"),
+        (1, encode_bitmap(b"\x20"), "past partition"),
+    ],
+)
+def test_a_mapper_end_whose_bitmap_does_not_fit_the_shuffle_is_refused(
+    master: Master, touched: int, partitions: str, match: str
+) -> None:
+    master(c.RegisterShuffle("app1", 1, 5))
+    with pytest.raises(BadRequest, match=match):
+        master(c.MapperEnd("app1", 0, 0, 0, touched, partitions))
+    assert not [e for e in master.log if isinstance(e, MapperEnded)]
+
+
+def test_locations_name_the_winning_maps_that_declared_the_partition(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 4, 3))
+    master(c.MapperEnd("app1", 0, 0, 0, 2, bits(3, 0, 2)))
+    master(c.MapperEnd("app1", 0, 1, 5, 1, bits(3, 2)))
+    master(c.MapperEnd("app1", 0, 1, 6, 1, bits(3, 1)))  # a losing attempt: its bitmap is not kept
+    assert master(c.GetLocations("app1", 0, 1))["maps"] == []
+    master(c.MapperEnd("app1", 0, 3, 0, 3, bits(3, 0, 1, 2)))
+    master(c.MapperEnd("app1", 0, 2, 0, 1, bits(3, 2)))
+    batch = master(c.GetLocationsBatch("app1", 0, (0, 1, 2)))
+    assert [e["maps"] for e in batch["partitions"]] == [[[0, 1], [3, 4]], [[3, 4]], [[0, 4]]]
+    # cached once every map has ended: a snapshot's fresh state answers the same
+    fresh = MasterState.from_snapshot(master.state.snapshot_bytes())
+    info = fresh.shuffle("app1", 0)
+    assert info is not None and info.declared_maps(2) == ((0, 4),)
+    assert master.state.to_json() == fresh.to_json()
+
+
+def test_version_1_mapper_ended_events_replay_and_leave_maps_unknown(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 2, 3))
+    old = b'{"e":"MapperEnded","v":1,"app_id":"app1","shuffle_id":0,"map_id":0,"attempt_id":0,"touched":2}'
+    apply(master.state, decode_event(old))
+    master(c.MapperEnd("app1", 0, 1, 0, 1, bits(3, 1)))
+    reply = master(c.GetLocations("app1", 0, 1))
+    assert reply["winners"] == [0, 0] and "maps" not in reply
+    event = next(e for e in master.log if isinstance(e, MapperEnded))
+    assert encode_event(event).startswith(b'{"e":"MapperEnded","v":2,')
+    assert decode_event(encode_event(event)) == event
+
+
+def test_maps_lost_at_commit_make_the_partition_lost_and_are_named(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 3, 2))
+    for m in range(3):
+        master(c.MapperEnd("app1", 0, m, 0, 2, bits(2, 0, 1)))
+    with pytest.raises(BadRequest):
+        master(c.ReportCommit("app1", 0, lost_maps=((1, 2, 4),)))  # map 3 does not exist
+    reply = master(c.ReportCommit("app1", 0, lost_maps=((1, 0, 1), (1, 2, 3))))
+    assert reply["lost_partitions"] == [1]
+    committed = next(e for e in master.log if isinstance(e, ShuffleCommitted))
+    assert committed.lost_maps == ((1, 0, 1), (1, 2, 3))
+    loc = master(c.GetLocations("app1", 0, 1))
+    assert loc["lost"] is True and loc["lost_maps"] == [[0, 1], [2, 3]] and loc["maps"] == [[0, 3]]
+    assert "lost_maps" not in master(c.GetLocations("app1", 0, 0))
