@@ -142,6 +142,8 @@ class CommitInfo:
     lost_maps: tuple[tuple[int, int, int], ...] = ()  # (partition, lo, hi): missing winning maps
 
 
+_SHARED_BITMAPS = 1024  # distinct bitmaps a shuffle shares between its winners
+
 Winner = tuple[int, int, bytes | None]
 """A map's winning ``(attempt, touched, partitions bitmap)``; the bitmap is None when not declared."""
 Ranges = tuple[tuple[int, int], ...]
@@ -187,7 +189,11 @@ class ShuffleInfo:
     def add_winner(self, map_id: int, attempt: int, touched: int, bitmap: bytes | None) -> None:
         """Record a winner, sharing one bytes object between equal bitmaps (dense shuffles)."""
         if bitmap is not None:
-            bitmap = self.derived.bitmaps.setdefault(bitmap, bitmap)
+            shared = self.derived.bitmaps.get(bitmap)
+            if shared is not None:
+                bitmap = shared
+            elif len(self.derived.bitmaps) < _SHARED_BITMAPS:  # bounded: random bitmaps rarely repeat
+                self.derived.bitmaps[bitmap] = bitmap
         self.winners[map_id] = (attempt, touched, bitmap)
 
     def declared_maps(self, partition: int) -> Ranges | None:
