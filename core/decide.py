@@ -427,6 +427,7 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
             info.registered_at,
             info.incarnations,
         )
+        shadow.winners = info.winners  # read only: the reply's ``maps`` come from the real winners
         shadow.revivals = {cmd.partition: [*info.revivals.get(cmd.partition, [])]}
         shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica, incarnations))
         return locations_reply(state_with(state, shadow), shadow, cmd.partition), [event]

@@ -318,6 +318,7 @@ def test_locations_name_the_winning_maps_that_declared_the_partition(master: Mas
     master(c.MapperEnd("app1", 0, 1, 5, 1, bits(3, 2)))
     master(c.MapperEnd("app1", 0, 1, 6, 1, bits(3, 1)))  # a losing attempt: its bitmap is not kept
     assert master(c.GetLocations("app1", 0, 1))["maps"] == []
+    assert master(c.RevivePartition("app1", 0, 0, epoch=0))["maps"] == [[0, 1]]  # so far: map 0
     master(c.MapperEnd("app1", 0, 3, 0, 3, bits(3, 0, 1, 2)))
     master(c.MapperEnd("app1", 0, 2, 0, 1, bits(3, 2)))
     batch = master(c.GetLocationsBatch("app1", 0, (0, 1, 2)))
