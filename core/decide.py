@@ -469,7 +469,8 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         raise NotCommitted(
             f"shuffle {cmd.app_id}/{cmd.shuffle_id}: {len(info.winners)} of {info.num_mappers} maps ended"
         )
-    lost = _lost_epochs(info, cmd.failed_copies)
+    # an epoch whose copies all failed loses data only if some winner declared the partition
+    lost = {p for p in _lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) != ()}
     for p, _, hi in cmd.lost_maps:
         if not 0 <= p < info.num_partitions or hi > info.num_mappers:
             raise BadRequest(f"lost_maps names partition {p} or map {hi - 1}, out of range")

@@ -355,3 +355,14 @@ def test_maps_lost_at_commit_make_the_partition_lost_and_are_named(master: Maste
     loc = master(c.GetLocations("app1", 0, 1))
     assert loc["lost"] is True and loc["lost_maps"] == [[0, 1], [2, 3]] and loc["maps"] == [[0, 3]]
     assert "lost_maps" not in master(c.GetLocations("app1", 0, 0))
+
+
+def test_a_partition_no_winner_declared_is_not_lost_when_its_copies_fail(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 2, replicate=False))
+    master(c.MapperEnd("app1", 0, 0, 0, 1, bits(2, 1)))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    failed = tuple((p, 0, info.current(p).primary) for p in range(2))
+    assert master(c.ReportCommit("app1", 0, failed_copies=failed))["lost_partitions"] == [1]
+    empty = master(c.GetLocations("app1", 0, 0))
+    assert empty["lost"] is False and empty["maps"] == [] and empty["failed_copies"]
