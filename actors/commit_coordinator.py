@@ -6,12 +6,11 @@ State it owns:
 
 When every map of a shuffle has ended, the master actor hands over a
 ``CommitPlan``: every copy of every location with the worker incarnation it was
-placed on. The coordinator sends ``COMMIT_FILES`` to every worker in parallel
-(with retries), decides which copies failed, and submits ``ReportCommit`` to the
-master, which logs ``ShuffleCommitted``. A copy failed when its worker cannot be
-reached, reports an error for it, or no longer holds it after a restart (a new
-incarnation lost what was in memory). A worker of the same incarnation that
-holds nothing for a location simply received no data for it.
+placed on, and each map's winning attempt with the partitions it declared. The
+coordinator sends ``COMMIT_FILES`` to every worker in parallel (with retries),
+lets ``croupier.core.commit_verdict.judge`` decide which copies failed and which
+declared seals no surviving copy holds, and submits ``ReportCommit`` to the
+master, which logs ``ShuffleCommitted``.
 """
 
 from __future__ import annotations
@@ -24,15 +23,10 @@ from typing import TypeVar
 
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import Command, ReportCommit
-from croupier.core.dataplane import (
-    CommitFiles,
-    CommitFilesReply,
-    Destroy,
-    DestroyReply,
-    LocationReport,
-)
-from croupier.core.enums import CopyRole
+from croupier.core.commit_verdict import Copy, judge
+from croupier.core.dataplane import CommitFiles, CommitFilesReply, Destroy, DestroyReply
 from croupier.core.errors import BadRequest, CroupierError
+from croupier.core.state import Winner
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.rpc import Reply
 
@@ -44,21 +38,13 @@ R = TypeVar("R", CommitFilesReply, DestroyReply)
 
 
 @dataclass(frozen=True, slots=True)
-class Copy:
-    partition: int
-    epoch: int
-    worker: str
-    role: str
-    incarnation: str | None  # the worker's incarnation when the location was placed
-
-
-@dataclass(frozen=True, slots=True)
 class CommitPlan:
     app_id: str
     shuffle_id: int
+    num_partitions: int
     copies: tuple[Copy, ...]
     workers: dict[str, str]  # worker -> control URL, for workers that are not lost
-    winners: dict[int, tuple[int, int]] = field(default_factory=dict)  # map -> (attempt, touched)
+    winners: dict[int, Winner] = field(default_factory=dict)  # map -> (attempt, touched, bitmap)
 
 
 class CommitCoordinator:
@@ -183,50 +169,21 @@ class CommitCoordinator:
 
     @staticmethod
     def _report(plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> ReportCommit:
-        held: dict[tuple[int, int, str, str], LocationReport] = {}
-        incarnation: dict[str, str] = {}
-        total_bytes = 0
-        total_batches = 0
-        sealed: dict[tuple[int, int], set[int]] = {}
-        for w, reply in replies.items():
-            if reply is None:
-                continue
-            incarnation[w] = reply.incarnation
-            for loc in reply.locations:
-                held[(loc.partition, loc.epoch, w, loc.role)] = loc
-                if loc.ok and loc.role == CopyRole.PRIMARY:
-                    total_bytes += loc.bytes or 0
-                    total_batches += loc.batches or 0
-                for m, a, _count in (loc.seals or ()) if loc.ok else ():
-                    sealed.setdefault((m, a), set()).add(loc.partition)
-        failed: list[tuple[int, int, str]] = []
-        for copy in plan.copies:
-            reply = replies.get(copy.worker)
-            report = held.get((copy.partition, copy.epoch, copy.worker, copy.role))
-            if reply is None:
-                failed.append((copy.partition, copy.epoch, copy.worker))  # unreachable or lost
-            elif report is not None:
-                if not report.ok:
-                    log.error("worker %s failed to commit %s: %s", copy.worker, copy, report.error)
-                    failed.append((copy.partition, copy.epoch, copy.worker))
-            elif copy.incarnation is not None and incarnation.get(copy.worker) != copy.incarnation:
-                failed.append((copy.partition, copy.epoch, copy.worker))  # restarted: memory lost
-        for m, (attempt, touched) in sorted(plan.winners.items()):
-            found = len(sealed.get((m, attempt), ()))
-            if found < touched:
-                log.warning(
-                    "shuffle %s/%d: map %d attempt %d touched %d partitions but %d seals were committed",
-                    plan.app_id,
-                    plan.shuffle_id,
-                    m,
-                    attempt,
-                    touched,
-                    found,
-                )
-        if failed:
+        verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
+        if verdict.failed:
             log.warning(
-                "shuffle %s/%d: %d copies failed at commit", plan.app_id, plan.shuffle_id, len(failed)
+                "shuffle %s/%d: %d copies failed at commit", plan.app_id, plan.shuffle_id, len(verdict.failed)
+            )
+        for p, lo, hi in verdict.lost_maps:
+            log.error(
+                "shuffle %s/%d partition %d: no surviving copy holds the seals of maps %d..%d",
+                *(plan.app_id, plan.shuffle_id, p, lo, hi - 1),
             )
         return ReportCommit(
-            plan.app_id, plan.shuffle_id, tuple(sorted(set(failed))), total_bytes, total_batches
+            plan.app_id,
+            plan.shuffle_id,
+            verdict.failed,
+            verdict.total_bytes,
+            verdict.total_batches,
+            verdict.lost_maps,
         )

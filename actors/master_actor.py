@@ -30,7 +30,7 @@ from typing import Any
 import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
-from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan, Copy
+from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan
 from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
@@ -40,6 +40,7 @@ from croupier.core.commands import (
     RegisterWorker,
     WorkerHeartbeat,
 )
+from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
 from croupier.core.enums import CopyRole, WorkerStatus
@@ -330,16 +331,20 @@ class MasterActor(pykka.ThreadingActor):
         if self._coordinator is None or info is None:
             return
         copies = []
+        # the incarnations each copy was placed on; every epoch-0 location shares one tuple
+        by_id: dict[int, dict[str, str]] = {}
         for p in range(info.num_partitions):
             for loc in info.locations(p):
-                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, loc.incarnation(loc.primary)))
+                placed = by_id.get(id(loc.incarnations))
+                if placed is None:
+                    placed = by_id[id(loc.incarnations)] = dict(loc.incarnations)
+                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, placed.get(loc.primary)))
                 if loc.replica is not None:
-                    copies.append(
-                        Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, loc.incarnation(loc.replica))
-                    )
+                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, placed.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
-        self._coordinator.commit(CommitPlan(app_id, shuffle_id, tuple(copies), workers, dict(info.winners)))
+        plan = CommitPlan(app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners))
+        self._coordinator.commit(plan)
 
     def _destroy(self, app_id: str, shuffle_id: int | None) -> None:
         if self._coordinator is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from croupier.core.bitmap import bitmap_size, decode_bitmap
 from croupier.core.codec import from_json, to_json
 from croupier.core.errors import BadRequest
 from croupier.core.ids import app_id, int_id, worker_id
@@ -190,8 +191,10 @@ class ExpireApp(Command):
 
 @dataclass(frozen=True, slots=True)
 class RegisterShuffle(Command):
-    """Place every partition. With ``shuffle_id`` set it is idempotent.
+    """Place every partition. With ``shuffle_id`` or ``request_id`` set it is idempotent.
 
+    ``request_id`` is the client's id for this call (an id like an app id), reused on
+    retries: the master logs it with the shuffle and answers a repeat with that shuffle.
     ``loads`` is filled in by the master from heartbeats (worker -> score in
     [0, 1]); a client's value is ignored.
     """
@@ -203,6 +206,7 @@ class RegisterShuffle(Command):
     replicate: bool = True
     shuffle_id: int | None = None
     loads: dict[str, float] | None = None
+    request_id: str | None = None
 
     def validate(self) -> None:
         app_id(self.app_id)
@@ -212,6 +216,8 @@ class RegisterShuffle(Command):
             raise BadRequest(f"num_partitions must be in 1..{MAX_PARTITIONS}")
         if self.shuffle_id is not None:
             int_id("shuffle_id", self.shuffle_id)
+        if self.request_id is not None:
+            app_id(self.request_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,23 +246,38 @@ class RevivePartition(Command):
 
 @dataclass(frozen=True, slots=True)
 class MapperEnd(Command):
+    """A map attempt is done: every batch and seal it pushed is acked.
+
+    ``partitions`` is the base64 bitmap (``croupier.core.bitmap``) of the partitions it
+    sealed; ``touched`` is their count. ``decide`` checks the bitmap against the shuffle.
+    """
+
     TYPE = MsgType.MAPPER_END
     app_id: str
     shuffle_id: int
     map_id: int
     attempt_id: int
     touched: int
+    partitions: str
 
     def validate(self) -> None:
         _shuffle(self)
         int_id("map_id", self.map_id)
         int_id("attempt_id", self.attempt_id)
         int_id("touched", self.touched, MAX_PARTITIONS)
+        # the shape here; the length against the shuffle's partitions in ``decide``
+        if len(self.partitions) > 4 * ((bitmap_size(MAX_PARTITIONS) + 2) // 3):
+            raise BadRequest("partitions is longer than any shuffle's bitmap")
+        decode_bitmap(self.partitions)
 
 
 @dataclass(frozen=True, slots=True)
 class ReportCommit(Command):
-    """Commit results gathered from the workers: failed copies and totals."""
+    """Commit results gathered from the workers: failed copies, missing seals and totals.
+
+    ``lost_maps`` holds ``(partition, lo, hi)``: winning maps ``lo..hi-1`` declared the
+    partition but no surviving copy holds their seal there.
+    """
 
     TYPE = MsgType.REPORT_COMMIT
     app_id: str
@@ -264,6 +285,7 @@ class ReportCommit(Command):
     failed_copies: tuple[tuple[int, int, str], ...] = ()  # (partition, epoch, worker)
     total_bytes: int = 0
     total_batches: int = 0
+    lost_maps: tuple[tuple[int, int, int], ...] = ()
 
     def validate(self) -> None:
         _shuffle(self)
@@ -271,6 +293,11 @@ class ReportCommit(Command):
             int_id("partition", p)
             int_id("epoch", e)
             worker_id(w)
+        for p, lo, hi in self.lost_maps:
+            int_id("partition", p)
+            int_id("map_id", lo)
+            if not lo < hi <= MAX_MAPPERS:
+                raise BadRequest(f"lost_maps range [{lo}, {hi}) is empty or out of range")
         int_id("total_bytes", self.total_bytes, 2**62)
         int_id("total_batches", self.total_batches, 2**62)
 

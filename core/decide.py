@@ -7,7 +7,8 @@ them with ``apply``, and only then sends ``reply``. Errors are raised as
 
 Idempotence matters because clients retry across timeouts and failovers: a
 repeated ``MapperEnd``, ``RevivePartition``, ``RegisterApp`` (with an id) or
-``RegisterShuffle`` (with an id) logs nothing new and returns the same answer.
+``RegisterShuffle`` (with a shuffle id or a request id) logs nothing new and
+returns the same answer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from croupier.core.bitmap import decode_bitmap, validate_bitmap
 from croupier.core.commands import (
     AppHeartbeat,
     Command,
@@ -86,6 +88,7 @@ __all__ = ["Decision", "decide", "locations_reply", "shuffle_reply", "status_rep
 
 Decision = tuple[Reply, list[Event]]
 FailedCopies = dict[int, list[tuple[int, str]]]
+_NO_WINNER = (-1, 0, None)
 
 
 def _app(state: MasterState, app_id: str) -> None:
@@ -119,7 +122,13 @@ def locations_reply(state: MasterState, info: ShuffleInfo, partition: int) -> Lo
     """Every epoch of a partition with worker addresses, plus the winners and commit state."""
     entry = _partition_locations(_Addresses(state), info, partition, _failed_copies(info))
     return LocationsReply(
-        *_read_state(info), entry.partition, entry.locations, entry.lost, entry.failed_copies
+        *_read_state(info),
+        entry.partition,
+        entry.locations,
+        entry.lost,
+        entry.failed_copies,
+        entry.maps,
+        entry.lost_maps,
     )
 
 
@@ -136,7 +145,7 @@ def locations_batch_reply(
 def _read_state(info: ShuffleInfo) -> tuple[str, int, int, tuple[int, ...], bool]:
     """The fields of ``ShuffleReadState``, in order."""
     # winners[m] = winning attempt of map m, or -1 while it has not ended
-    winners = tuple(info.winners.get(m, (-1, 0))[0] for m in range(info.num_mappers))
+    winners = tuple(info.winners.get(m, _NO_WINNER)[0] for m in range(info.num_mappers))
     return info.app_id, info.shuffle_id, info.num_mappers, winners, info.commit is not None
 
 
@@ -177,6 +186,8 @@ def _partition_locations(
         ),
         commit is not None and partition in commit.lost_partitions,
         tuple(failed.get(partition, ())),
+        info.declared_maps(partition),
+        info.lost_maps(partition) or None,
     )
 
 
@@ -335,25 +346,50 @@ def _expire_app(state: MasterState, cmd: ExpireApp, now: float, rng: random.Rand
 
 def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng: random.Random) -> Decision:
     _app(state, cmd.app_id)
+    existing = _registered(state, cmd)
+    if existing is not None:
+        if (existing.num_mappers, existing.num_partitions, existing.replicate) != (
+            cmd.num_mappers,
+            cmd.num_partitions,
+            cmd.replicate,
+        ):
+            raise Conflict(f"shuffle {cmd.app_id}/{existing.shuffle_id} exists with other sizes")
+        return shuffle_reply(existing, state), []
     if cmd.shuffle_id is not None:
-        existing = state.shuffle(cmd.app_id, cmd.shuffle_id)
-        if existing is not None:
-            if (existing.num_mappers, existing.num_partitions, existing.replicate) != (
-                cmd.num_mappers,
-                cmd.num_partitions,
-                cmd.replicate,
-            ):
-                raise Conflict(f"shuffle {cmd.app_id}/{cmd.shuffle_id} exists with other sizes")
-            return shuffle_reply(existing, state), []
         sid = cmd.shuffle_id
     else:
         sid = state.apps[cmd.app_id].next_shuffle_id
         while state.shuffle(cmd.app_id, sid) is not None:
             sid += 1
     pairs = place(candidates(state), cmd.num_partitions, cmd.replicate, rng, loads=cmd.loads)
-    event = ShuffleRegistered(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
-    info = ShuffleInfo(cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now)
+    # the incarnations placed on: a worker restarted before the commit lost these copies' memory
+    incarnations = _incarnations(state, {w for pair in pairs for w in pair if w is not None})
+    event = ShuffleRegistered(
+        cmd.app_id,
+        sid,
+        cmd.num_mappers,
+        cmd.num_partitions,
+        cmd.replicate,
+        pairs,
+        now,
+        incarnations,
+        cmd.request_id,
+    )
+    info = ShuffleInfo(
+        cmd.app_id, sid, cmd.num_mappers, cmd.num_partitions, cmd.replicate, pairs, now, incarnations
+    )
     return shuffle_reply(info, state), [event]
+
+
+def _registered(state: MasterState, cmd: RegisterShuffle) -> ShuffleInfo | None:
+    """The shuffle this command registered before (a retry), by its ``shuffle_id`` or ``request_id``."""
+    if cmd.shuffle_id is not None:
+        return state.shuffle(cmd.app_id, cmd.shuffle_id)
+    if cmd.request_id is not None:
+        for info in state.app_shuffles(cmd.app_id):
+            if info.request_id == cmd.request_id:
+                return info
+    return None
 
 
 def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Random) -> Decision:
@@ -391,6 +427,7 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
             info.registered_at,
             info.incarnations,
         )
+        shadow.winners = info.winners  # read only: the reply's ``maps`` come from the real winners
         shadow.revivals = {cmd.partition: [*info.revivals.get(cmd.partition, [])]}
         shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica, incarnations))
         return locations_reply(state_with(state, shadow), shadow, cmd.partition), [event]
@@ -417,9 +454,10 @@ def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Rand
         return MapperEndReply(winner[0], winner[0] == cmd.attempt_id, info.all_ended), []
     if info.commit is not None:  # pragma: no cover - commit needs every map ended
         raise Conflict("shuffle already committed")
+    validate_bitmap(decode_bitmap(cmd.partitions), info.num_partitions, cmd.touched)
     ended = len(info.winners) + 1
     return MapperEndReply(cmd.attempt_id, True, ended == info.num_mappers), [
-        MapperEnded(cmd.app_id, cmd.shuffle_id, cmd.map_id, cmd.attempt_id, cmd.touched)
+        MapperEnded(cmd.app_id, cmd.shuffle_id, cmd.map_id, cmd.attempt_id, cmd.touched, cmd.partitions)
     ]
 
 
@@ -431,8 +469,36 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         raise NotCommitted(
             f"shuffle {cmd.app_id}/{cmd.shuffle_id}: {len(info.winners)} of {info.num_mappers} maps ended"
         )
+    # an epoch whose copies all failed loses data only if some winner declared the partition
+    lost = {p for p in _lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) != ()}
+    for p, _, hi in cmd.lost_maps:
+        if not 0 <= p < info.num_partitions or hi > info.num_mappers:
+            raise BadRequest(f"lost_maps names partition {p} or map {hi - 1}, out of range")
+        lost.add(p)
+    event = ShuffleCommitted(
+        cmd.app_id,
+        cmd.shuffle_id,
+        tuple(sorted(set(cmd.failed_copies))),
+        tuple(sorted(lost)),
+        cmd.total_bytes,
+        cmd.total_batches,
+        now,
+        tuple(sorted(set(cmd.lost_maps))),
+    )
+    reply = replace(
+        shuffle_reply(info), committed=True, lost_partitions=tuple(sorted(lost)), total_bytes=cmd.total_bytes
+    )
+    return reply, [event]
+
+
+def _lost_epochs(info: ShuffleInfo, failed_copies: tuple[tuple[int, int, str], ...]) -> set[int]:
+    """The partitions with an epoch whose every copy failed.
+
+    Raises:
+        BadRequest: a failed copy names a partition or epoch the shuffle lacks.
+    """
     failed: dict[tuple[int, int], set[str]] = {}
-    for p, e, w in cmd.failed_copies:
+    for p, e, w in failed_copies:
         if not 0 <= p < info.num_partitions:
             raise BadRequest(f"partition {p} is out of range")
         failed.setdefault((p, e), set()).add(w)
@@ -445,19 +511,7 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         copies = {loc.primary} | ({loc.replica} if loc.replica else set())
         if copies <= workers:
             lost.add(p)
-    event = ShuffleCommitted(
-        cmd.app_id,
-        cmd.shuffle_id,
-        tuple(sorted(set(cmd.failed_copies))),
-        tuple(sorted(lost)),
-        cmd.total_bytes,
-        cmd.total_batches,
-        now,
-    )
-    reply = replace(
-        shuffle_reply(info), committed=True, lost_partitions=tuple(sorted(lost)), total_bytes=cmd.total_bytes
-    )
-    return reply, [event]
+    return lost
 
 
 def _get_locations(state: MasterState, cmd: GetLocations, now: float, rng: random.Random) -> Decision:

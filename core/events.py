@@ -15,10 +15,10 @@ when it was decided is written into the event, so replay never recomputes it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from croupier.core.codec import from_json, to_json
+from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.errors import BadRequest
 
 __all__ = [
@@ -47,10 +47,15 @@ Pair = tuple[str, str | None]
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """Base class. Subclasses set ``KIND`` and ``VERSION``."""
+    """Base class. Subclasses set ``KIND`` and ``VERSION``.
+
+    Events are written at ``VERSION``; any version from ``OLDEST`` on still decodes (a
+    field added later has a default that means "not recorded").
+    """
 
     KIND: ClassVar[str] = ""
     VERSION: ClassVar[int] = 1
+    OLDEST: ClassVar[int] = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +126,11 @@ class ShuffleRegistered(Event):
     """A shuffle and the placement of every partition at epoch 0.
 
     Partition ``p`` lives on ``pairs[p % len(pairs)]`` (primary, replica-or-None).
+    Version 2 adds ``request_id``: the client's id for the call, so a retry finds the shuffle.
     """
 
     KIND = "ShuffleRegistered"
+    VERSION = 2
     app_id: str
     shuffle_id: int
     num_mappers: int
@@ -133,6 +140,7 @@ class ShuffleRegistered(Event):
     at: float
     # (worker, incarnation) at placement: a copy on a worker that has since restarted lost its memory
     incarnations: tuple[tuple[str, str], ...] = ()
+    request_id: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,21 +160,34 @@ class PartitionRevived(Event):
 
 @dataclass(frozen=True, slots=True)
 class MapperEnded(Event):
-    """The winning attempt of a map: the first one logged."""
+    """The winning attempt of a map: the first one logged.
+
+    Version 2 adds ``partitions``, the base64 bitmap of the partitions it sealed
+    (``croupier.core.bitmap``); a version-1 event has none (not declared).
+    """
 
     KIND = "MapperEnded"
+    VERSION = 2
     app_id: str
     shuffle_id: int
     map_id: int
     attempt_id: int
     touched: int
+    partitions: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
 class ShuffleCommitted(Event):
-    """Commit outcome. Only failures are listed; ``lost_partitions`` lost every copy."""
+    """Commit outcome. Only failures are listed.
+
+    ``lost_partitions`` cannot be read whole: every copy of some epoch failed, or a
+    declared seal is in no surviving copy. Version 2 adds ``lost_maps``:
+    ``(partition, lo, hi)`` says winning maps ``lo..hi-1`` declared the partition and
+    their data there is gone.
+    """
 
     KIND = "ShuffleCommitted"
+    VERSION = 2
     app_id: str
     shuffle_id: int
     lost_copies: tuple[tuple[int, int, str], ...]  # (partition, epoch, worker)
@@ -174,6 +195,7 @@ class ShuffleCommitted(Event):
     total_bytes: int
     total_batches: int
     at: float
+    lost_maps: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +257,6 @@ def decode_event(data: bytes | memoryview) -> Event:
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise BadRequest(f"unknown event kind {kind!r}")
-    if version != cls.VERSION:
+    if type(version) is not int or not cls.OLDEST <= version <= cls.VERSION:
         raise BadRequest(f"unsupported version {version!r} of event {kind}")
     return from_json(cls, raw)

@@ -30,6 +30,7 @@ __all__ = [
     "PartitionLocation",
     "PartitionLocations",
     "PingReply",
+    "Ranges",
     "RegisterAppReply",
     "RegisterWorkerReply",
     "Reply",
@@ -190,17 +191,26 @@ class MapperEndReply:
     all_ended: bool
 
 
+Ranges = tuple[tuple[int, int], ...]
+"""Sorted half-open ``[lo, hi)`` ranges of map ids."""
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionLocations:
     """Every epoch of one partition, whether it is lost, and its copies that failed to commit.
 
-    ``failed_copies`` holds ``[epoch, worker_id]`` pairs.
+    ``failed_copies`` holds ``[epoch, worker_id]`` pairs. ``maps`` ranges the winning
+    maps that declared this partition at MAPPER_END (absent while some winner declared
+    nothing: it ended before masters logged declarations). ``lost_maps`` ranges the
+    declaring maps whose data here the commit found gone (absent when none).
     """
 
     partition: int
     locations: tuple[PartitionLocation, ...]
     lost: bool
     failed_copies: tuple[tuple[int, str], ...]
+    maps: Ranges | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    lost_maps: Ranges | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +232,15 @@ class LocationsReply(ShuffleReadState):
     locations: tuple[PartitionLocation, ...]
     lost: bool
     failed_copies: tuple[tuple[int, str], ...]
+    maps: Ranges | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    lost_maps: Ranges | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     @property
     def entry(self) -> PartitionLocations:
         """The partition's part, as a batch reply holds it."""
-        return PartitionLocations(self.partition, self.locations, self.lost, self.failed_copies)
+        return PartitionLocations(
+            self.partition, self.locations, self.lost, self.failed_copies, self.maps, self.lost_maps
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +253,7 @@ class LocationsBatchReply(ShuffleReadState):
         """Each entry as the GET_LOCATIONS reply for its partition alone would carry it."""
         shared = (self.app_id, self.shuffle_id, self.num_mappers, self.winners, self.committed)
         return [
-            LocationsReply(*shared, e.partition, e.locations, e.lost, e.failed_copies)
+            LocationsReply(*shared, e.partition, e.locations, e.lost, e.failed_copies, e.maps, e.lost_maps)
             for e in self.partitions
         ]
 

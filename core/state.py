@@ -12,18 +12,25 @@ State (everything here is rebuilt by folding the log; nothing else is):
     workers   worker id -> WorkerInfo (address, slots, status, used slots)
     apps      app id -> AppInfo
     shuffles  (app id, shuffle id) -> ShuffleInfo (placement, revivals,
-              winning attempts, commit outcome)
+              winning attempts with their declared partition bitmaps, commit outcome,
+              the client's request id)
     term, leader, seq   the last LeaderChanged, and the log position folded so far
+
+``ShuffleInfo.derived`` is not state: caches computed from the fields above (one
+bytes object per distinct bitmap, and each partition's declaring maps once the
+winners are final), never logged or snapshotted, rebuilt on demand after a replay.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from croupier.core.bitmap import decode_bitmap, encode_bitmap, ranges, validate_bitmap
 from croupier.core.codec import from_json, to_json
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError
@@ -54,6 +61,7 @@ __all__ = [
     "Location",
     "MasterState",
     "ShuffleInfo",
+    "Winner",
     "WorkerInfo",
     "apply",
 ]
@@ -131,6 +139,23 @@ class CommitInfo:
     total_bytes: int
     total_batches: int
     at: float
+    lost_maps: tuple[tuple[int, int, int], ...] = ()  # (partition, lo, hi): missing winning maps
+
+
+_SHARED_BITMAPS = 1024  # distinct bitmaps a shuffle shares between its winners
+
+Winner = tuple[int, int, bytes | None]
+"""A map's winning ``(attempt, touched, partitions bitmap)``; the bitmap is None when not declared."""
+Ranges = tuple[tuple[int, int], ...]
+
+
+@dataclass(slots=True)
+class Derived:
+    """Caches derived from a shuffle's durable fields (see the module docstring)."""
+
+    bitmaps: dict[bytes, bytes] = field(default_factory=dict)  # one shared object per distinct bitmap
+    maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
+    lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
 
 
 @dataclass(slots=True)
@@ -144,8 +169,10 @@ class ShuffleInfo:
     registered_at: float
     incarnations: tuple[tuple[str, str], ...] = ()
     revivals: dict[int, list[Location]] = field(default_factory=dict)
-    winners: dict[int, tuple[int, int]] = field(default_factory=dict)  # map -> (attempt, touched)
+    winners: dict[int, Winner] = field(default_factory=dict)
     commit: CommitInfo | None = None
+    request_id: str | None = None
+    derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     def locations(self, partition: int) -> list[Location]:
         """Every epoch of ``partition``, oldest first."""
@@ -158,6 +185,54 @@ class ShuffleInfo:
     @property
     def all_ended(self) -> bool:
         return len(self.winners) == self.num_mappers
+
+    def add_winner(self, map_id: int, attempt: int, touched: int, bitmap: bytes | None) -> None:
+        """Record a winner, sharing one bytes object between equal bitmaps (dense shuffles)."""
+        if bitmap is not None:
+            shared = self.derived.bitmaps.get(bitmap)
+            if shared is not None:
+                bitmap = shared
+            elif len(self.derived.bitmaps) < _SHARED_BITMAPS:  # bounded: random bitmaps rarely repeat
+                self.derived.bitmaps[bitmap] = bitmap
+        self.winners[map_id] = (attempt, touched, bitmap)
+
+    def declared_maps(self, partition: int) -> Ranges | None:
+        """Ranges of the winning maps that declared ``partition``; None while some winner has
+        no bitmap (it ended before bitmaps were logged). Cached once every map has ended."""
+        cache = self.derived.maps
+        if partition in cache:
+            return cache[partition]
+        answer = self._declaring(partition)
+        if self.all_ended:  # the winners are final: the answer never changes
+            cache[partition] = answer
+        return answer
+
+    def _declaring(self, partition: int) -> Ranges | None:
+        # O(num_mappers): one byte test per winner (bitmaps were checked to be full length)
+        byte, mask = partition >> 3, 1 << (partition & 7)
+        get = self.winners.get
+        declared: list[int] = []
+        for m in range(self.num_mappers):
+            winner = get(m)
+            if winner is None:
+                continue
+            bitmap = winner[2]
+            if bitmap is None:
+                return None
+            if bitmap[byte] & mask:
+                declared.append(m)
+        return ranges(declared)
+
+    def lost_maps(self, partition: int) -> Ranges:
+        """Ranges of the winning maps whose data in ``partition`` the commit found gone."""
+        if self.commit is None:
+            return ()
+        if self.derived.lost_maps is None:
+            by_partition: dict[int, list[tuple[int, int]]] = {}
+            for p, lo, hi in self.commit.lost_maps:
+                by_partition.setdefault(p, []).append((lo, hi))
+            self.derived.lost_maps = {p: tuple(sorted(r)) for p, r in by_partition.items()}
+        return self.derived.lost_maps.get(partition, ())
 
     def workers(self) -> set[str]:
         """Every worker that hosts a location of this shuffle (any epoch)."""
@@ -200,16 +275,7 @@ class MasterState:
         return {
             "workers": [to_json(w) for w in sorted(self.workers.values(), key=lambda w: w.worker_id)],
             "apps": [to_json(a) for a in sorted(self.apps.values(), key=lambda a: a.app_id)],
-            "shuffles": [
-                {
-                    **{k: v for k, v in to_json(s).items() if k not in ("revivals", "winners")},
-                    "revivals": [
-                        [p, [to_json(loc) for loc in locs]] for p, locs in sorted(s.revivals.items())
-                    ],
-                    "winners": [[m, a, t] for m, (a, t) in sorted(s.winners.items())],
-                }
-                for _, s in sorted(self.shuffles.items())
-            ],
+            "shuffles": [_shuffle_json(s) for _, s in sorted(self.shuffles.items())],
             "term": self.term,
             "leader": self.leader,
             "seq": self.seq,
@@ -230,7 +296,9 @@ class MasterState:
             info = from_json(ShuffleInfo, base)
             info.commit = from_json(CommitInfo, s["commit"]) if s.get("commit") else None
             info.revivals = {int(p): [from_json(Location, loc) for loc in locs] for p, locs in s["revivals"]}
-            info.winners = {int(m): (int(a), int(t)) for m, a, t in s["winners"]}
+            for m, a, t, *bitmap in s["winners"]:  # snapshots before bitmaps have 3 items
+                declared = decode_bitmap(bitmap[0]) if bitmap and bitmap[0] is not None else None
+                info.add_winner(int(m), int(a), int(t), declared)
             state.shuffles[(info.app_id, info.shuffle_id)] = info
         return state
 
@@ -244,6 +312,22 @@ class MasterState:
 
     def copy(self) -> MasterState:
         return MasterState.from_json(json.loads(json.dumps(self.to_json())))
+
+
+def _shuffle_json(s: ShuffleInfo) -> dict[str, Any]:
+    """One shuffle in a snapshot: its fields, without the derived caches."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(s):
+        if f.name == "revivals":
+            out[f.name] = [[p, [to_json(loc) for loc in locs]] for p, locs in sorted(s.revivals.items())]
+        elif f.name == "winners":
+            out[f.name] = [
+                [m, a, t, None if b is None else encode_bitmap(b)]
+                for m, (a, t, b) in sorted(s.winners.items())
+            ]
+        elif f.name != "derived":
+            out[f.name] = to_json(getattr(s, f.name))
+    return out
 
 
 # -- the fold ------------------------------------------------------------------------------
@@ -348,6 +432,7 @@ def _shuffle_registered(state: MasterState, event: ShuffleRegistered) -> None:
         pairs=event.pairs,
         registered_at=event.at,
         incarnations=event.incarnations,
+        request_id=event.request_id,
     )
     state.shuffles[(event.app_id, event.shuffle_id)] = info
     app.next_shuffle_id = max(app.next_shuffle_id, event.shuffle_id + 1)
@@ -376,15 +461,30 @@ def _mapper_ended(state: MasterState, event: MapperEnded) -> None:
         raise InvalidEvent(f"map {event.map_id} out of range")
     if event.map_id in info.winners:
         raise InvalidEvent(f"map {event.map_id} already has a winning attempt")
-    info.winners[event.map_id] = (event.attempt_id, event.touched)
+    bitmap = None
+    if event.partitions is not None:
+        try:
+            bitmap = decode_bitmap(event.partitions)
+            validate_bitmap(bitmap, info.num_partitions, event.touched)
+        except CroupierError as exc:
+            raise InvalidEvent(f"MapperEnded for map {event.map_id}: {exc.message}") from exc
+    info.add_winner(event.map_id, event.attempt_id, event.touched, bitmap)
 
 
 def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
     info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
     if info.commit is not None:
         raise InvalidEvent(f"shuffle {event.app_id}/{event.shuffle_id} is already committed")
+    for p, lo, hi in event.lost_maps:
+        if not (0 <= p < info.num_partitions and 0 <= lo < hi <= info.num_mappers):
+            raise InvalidEvent(f"lost_maps names partition {p} maps {lo}..{hi - 1}, out of range")
     info.commit = CommitInfo(
-        event.lost_copies, event.lost_partitions, event.total_bytes, event.total_batches, event.at
+        event.lost_copies,
+        event.lost_partitions,
+        event.total_bytes,
+        event.total_batches,
+        event.at,
+        event.lost_maps,
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from croupier.core import commands as c
+from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.transports.master_client import MasterClient
 from integration.procs import Proc, admin
 
@@ -40,11 +41,15 @@ def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
                 c.RegisterWorker(f"w{i}", "127.0.0.1", 7000 + i, 7100 + i, 7200 + i, 7300 + i, 5000, "i1")
             )
         apps = [client.call(c.RegisterApp(f"job{i}"))["app_id"] for i in range(3)]
+        sizes = []
         for app in apps:
             for _ in range(3):
-                client.call(c.RegisterShuffle(str(app), num_mappers=20, num_partitions=rng.randint(1, 200)))
+                sizes.append(rng.randint(1, 200))
+                client.call(c.RegisterShuffle(str(app), num_mappers=20, num_partitions=sizes[-1]))
+        touched = min(5, sizes[0])
+        declared = encode_bitmap(from_partitions(range(touched), sizes[0]))
         for m in range(20):
-            client.call(c.MapperEnd(str(apps[0]), 0, m, rng.randint(0, 2), 5))
+            client.call(c.MapperEnd(str(apps[0]), 0, m, rng.randint(0, 2), touched, declared))
         client.call(c.RevivePartition(str(apps[1]), 1, 0, 0, failed_workers=("w0",)))
         client.call(c.UnregisterShuffle(str(apps[2]), 2))
         client.call(c.ExcludeWorker("w3"))
@@ -79,7 +84,7 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
                     )
                 )
             for m in range(round_ * 200, round_ * 200 + 200):
-                client.call(c.MapperEnd("app", 0, m, 0, 1))
+                client.call(c.MapperEnd("app", 0, m, 0, 1, "AQ=="))
                 acked.append(m)
         master.kill9()
     final = Proc(["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "final.log")

@@ -224,15 +224,20 @@ class App:
     ) -> Shuffle:
         """Register a shuffle; the master places every partition on a worker pair.
 
+        Safe to retry: the call carries a request id, and the master answers a repeat with
+        the shuffle it registered for it.
+
         Raises:
             BadRequest: sizes out of range.
             NotEnoughWorkers: too few workers to place the partitions.
             Conflict: ``shuffle_id`` exists with other sizes.
         """
-        reply = self.client._master.request(
-            RegisterShuffle(self.app_id, num_mappers, num_partitions, replicate, shuffle_id), ShuffleSummary
+        # a fresh id for this call: the master client's retries resend it, so a retry after a
+        # lost reply or a failover gets the shuffle the first try registered, not a second one
+        request = RegisterShuffle(
+            self.app_id, num_mappers, num_partitions, replicate, shuffle_id, request_id=secrets.token_hex(12)
         )
-        return Shuffle(self.client, reply)
+        return Shuffle(self.client, self.client._master.request(request, ShuffleSummary))
 
     def open_shuffle(self, shuffle_id: int) -> Shuffle:
         """One of this app's shuffles, by id."""

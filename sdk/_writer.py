@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Self
 from croupier._accumulator import Accumulator, OutBatch
 from croupier._routing import PartitionLocation
 from croupier._sender import Sender
+from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.commands import MapperEnd, RevivePartition
 from croupier.core.errors import Conflict, NotEnoughWorkers
 from croupier.core.replies import LocationsReply, MapperEndReply
@@ -211,10 +212,13 @@ class Writer:
 
     # -- the master ---------------------------------------------------------------------------
     def _mapper_end(self) -> MapperEndReply:
-        touched = len(self._accumulator.touched)
+        # declare the partitions sealed, so the commit and readers know whose seal to expect where
+        touched = self._accumulator.touched
         sh = self.shuffle
+        bitmap = encode_bitmap(from_partitions(touched, sh.num_partitions))
         return sh.client._master.request(
-            MapperEnd(sh.app_id, sh.shuffle_id, self.map_id, self.attempt_id, touched), MapperEndReply
+            MapperEnd(sh.app_id, sh.shuffle_id, self.map_id, self.attempt_id, len(touched), bitmap),
+            MapperEndReply,
         )
 
     def _superseded(self) -> bool:

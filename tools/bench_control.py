@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from croupier.core import commands as c
+from croupier.core.bitmap import encode_bitmap
 
 __all__ = ["control_rate", "control_scenarios"]
+
+
+# the shuffles here have one partition, and every map touches it
+ONE_PARTITION = encode_bitmap(b"\x01")
 
 
 def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int) -> float:
@@ -42,7 +47,7 @@ def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int
         start = time.perf_counter()
         for m in maps:
             credits.acquire()
-            msg_type, body = encode_command(c.MapperEnd(app_id, shuffle_id, m, 0, 1))
+            msg_type, body = encode_command(c.MapperEnd(app_id, shuffle_id, m, 0, 1, ONE_PARTITION))
             client.send(url, msg_type, body, (), done)
         for _ in range(window):
             credits.acquire()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from croupier.core import commands as c
+from croupier.core.bitmap import encode_bitmap
 
 WORKERS = [f"w{i}" for i in range(5)]
 APPS = ["a0", "a1", "a2"]
@@ -13,6 +14,25 @@ HOSTS = ["h0", "h1", "h2"]
 worker_ids = st.sampled_from(WORKERS)
 app_ids = st.sampled_from(APPS)
 shuffle_ids = st.integers(0, 3)
+
+
+def mapper_end(
+    app_id: st.SearchStrategy[str],
+    shuffle_id: st.SearchStrategy[int],
+    map_id: st.SearchStrategy[int],
+    touched: st.SearchStrategy[int],
+) -> st.SearchStrategy[c.MapperEnd]:
+    """MapperEnds whose bitmap sets the lowest ``touched`` bits in 1..3 bytes: it fits a shuffle of
+    up to 24 partitions when the size is right, and is refused (BAD_REQUEST) when it is not."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> c.MapperEnd:
+        t = draw(touched)
+        size = draw(st.integers(max(1, (t + 7) // 8), 3))
+        bitmap = encode_bitmap(((1 << t) - 1).to_bytes(size, "little"))
+        return c.MapperEnd(draw(app_id), draw(shuffle_id), draw(map_id), draw(st.integers(0, 2)), t, bitmap)
+
+    return build()
 
 
 def register_worker() -> st.SearchStrategy[c.Command]:
@@ -47,6 +67,7 @@ commands: st.SearchStrategy[c.Command] = st.one_of(
         replicate=st.booleans(),
         shuffle_id=st.one_of(st.none(), shuffle_ids),
         loads=st.one_of(st.none(), st.dictionaries(worker_ids, st.floats(0, 1))),
+        request_id=st.one_of(st.none(), st.sampled_from(["r1", "r2"])),
     ),
     st.builds(
         c.RevivePartition,
@@ -56,14 +77,7 @@ commands: st.SearchStrategy[c.Command] = st.one_of(
         epoch=st.integers(0, 3),
         failed_workers=st.lists(worker_ids, max_size=2).map(tuple),
     ),
-    st.builds(
-        c.MapperEnd,
-        app_id=app_ids,
-        shuffle_id=shuffle_ids,
-        map_id=st.integers(0, 4),
-        attempt_id=st.integers(0, 2),
-        touched=st.integers(0, 20),
-    ),
+    mapper_end(app_ids, shuffle_ids, st.integers(0, 4), st.integers(0, 20)),
     st.builds(
         c.ReportCommit,
         app_id=app_ids,
@@ -101,19 +115,15 @@ setup: st.SearchStrategy[list[c.Command]] = st.builds(
 )
 busy: st.SearchStrategy[c.Command] = st.one_of(
     commands,
-    st.builds(
-        c.MapperEnd,
-        app_id=st.just("a0"),
-        shuffle_id=st.just(0),
-        map_id=st.integers(0, 1),
-        attempt_id=st.integers(0, 2),
-        touched=st.integers(0, 4),
-    ),
+    mapper_end(st.just("a0"), st.just(0), st.integers(0, 1), st.integers(0, 4)),
     st.builds(
         c.ReportCommit,
         app_id=st.just("a0"),
         shuffle_id=st.just(0),
         failed_copies=st.lists(st.tuples(st.integers(0, 3), st.just(0), worker_ids), max_size=3).map(tuple),
+        lost_maps=st.lists(st.tuples(st.integers(0, 3), st.just(0), st.integers(1, 2)), max_size=2).map(
+            tuple
+        ),
     ),
     st.builds(
         c.RegisterShuffle, app_id=live_apps, num_mappers=st.integers(1, 3), num_partitions=st.integers(1, 8)
@@ -121,14 +131,7 @@ busy: st.SearchStrategy[c.Command] = st.one_of(
     st.builds(
         c.RegisterShuffle, app_id=live_apps, num_mappers=st.integers(1, 3), num_partitions=st.integers(1, 8)
     ),
-    st.builds(
-        c.MapperEnd,
-        app_id=live_apps,
-        shuffle_id=st.integers(0, 1),
-        map_id=st.integers(0, 2),
-        attempt_id=st.integers(0, 2),
-        touched=st.integers(0, 8),
-    ),
+    mapper_end(live_apps, st.integers(0, 1), st.integers(0, 2), st.integers(0, 8)),
     st.builds(
         c.ReportCommit,
         app_id=live_apps,

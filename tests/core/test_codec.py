@@ -76,11 +76,13 @@ def test_commands_round_trip_and_shape_errors() -> None:
     with pytest.raises(BadRequest, match="missing field"):
         decode_command(int(MapperEnd.TYPE), {"app_id": "a"})
     with pytest.raises(BadRequest, match="unknown fields"):
-        decode_command(int(MapperEnd.TYPE), {**encode_command(MapperEnd("a", 0, 0, 0, 0))[1], "x": 1})
+        decode_command(int(MapperEnd.TYPE), {**encode_command(MapperEnd("a", 0, 0, 0, 0, "AA=="))[1], "x": 1})
     with pytest.raises(BadRequest, match="integer"):
-        decode_command(int(MapperEnd.TYPE), {**encode_command(MapperEnd("a", 0, 0, 0, 0))[1], "map_id": "1"})
+        decode_command(
+            int(MapperEnd.TYPE), {**encode_command(MapperEnd("a", 0, 0, 0, 0, "AA=="))[1], "map_id": "1"}
+        )
     with pytest.raises(BadRequest, match="app_id"):
-        decode_command(int(MapperEnd.TYPE), encode_command(MapperEnd("../etc", 0, 0, 0, 0))[1])
+        decode_command(int(MapperEnd.TYPE), encode_command(MapperEnd("../etc", 0, 0, 0, 0, "AA=="))[1])
     with pytest.raises(BadRequest, match="unknown master message type"):
         decode_command(999, {})
 

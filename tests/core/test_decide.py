@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from croupier.core import commands as c
+from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.codec import to_json
 from croupier.core.decide import decide
 from croupier.core.errors import (
@@ -19,7 +20,14 @@ from croupier.core.errors import (
     UnknownShuffle,
     UnknownWorker,
 )
-from croupier.core.events import Event, MapperEnded, PartitionRevived, ShuffleCommitted
+from croupier.core.events import (
+    Event,
+    MapperEnded,
+    PartitionRevived,
+    ShuffleCommitted,
+    decode_event,
+    encode_event,
+)
 from croupier.core.state import MasterState, apply
 
 
@@ -52,6 +60,11 @@ def master() -> Master:
         m(worker(i))
     m(c.RegisterApp("job", "app1"))
     return m
+
+
+def bits(num_partitions: int, *partitions: int) -> str:
+    """The MAPPER_END bitmap declaring ``partitions``."""
+    return encode_bitmap(from_partitions(partitions, num_partitions))
 
 
 def test_shuffle_placement_uses_distinct_workers_for_primary_and_replica(master: Master) -> None:
@@ -121,16 +134,18 @@ def test_load_aware_placement_skips_hot_workers(master: Master) -> None:
 
 def test_first_mapper_end_wins_and_repeats_are_idempotent(master: Master) -> None:
     master(c.RegisterShuffle("app1", num_mappers=2, num_partitions=4))
-    first = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    first = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3, partitions=bits(4, 0, 1, 2)))
     assert first == {"winner": 1, "won": True, "all_ended": False}
-    second = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=0, touched=4))
+    second = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=0, touched=4, partitions=bits(4, 0, 1, 2, 3)))
     assert second == {"winner": 1, "won": False, "all_ended": False}
-    again = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3))
+    again = master(c.MapperEnd("app1", 0, map_id=1, attempt_id=1, touched=3, partitions=bits(4, 0, 1, 2)))
     assert again["won"] is True
-    assert [e for e in master.log if isinstance(e, MapperEnded)] == [MapperEnded("app1", 0, 1, 1, 3)]
-    assert master(c.MapperEnd("app1", 0, 0, 0, 1))["all_ended"] is True
+    assert [e for e in master.log if isinstance(e, MapperEnded)] == [
+        MapperEnded("app1", 0, 1, 1, 3, bits(4, 0, 1, 2))
+    ]
+    assert master(c.MapperEnd("app1", 0, 0, 0, 1, bits(4, 3)))["all_ended"] is True
     with pytest.raises(BadRequest):
-        master(c.MapperEnd("app1", 0, 2, 0, 1))
+        master(c.MapperEnd("app1", 0, 2, 0, 1, bits(4, 3)))
 
 
 def test_revive_moves_to_a_new_epoch_once(master: Master) -> None:
@@ -153,7 +168,7 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
     master(c.RegisterShuffle("app1", 1, 3))
     with pytest.raises(NotCommitted):
         master(c.ReportCommit("app1", 0))
-    master(c.MapperEnd("app1", 0, 0, 0, 3))
+    master(c.MapperEnd("app1", 0, 0, 0, 3, bits(3, 0, 1, 2)))
     info = master.state.shuffle("app1", 0)
     assert info is not None
     p0, r0 = info.current(0).primary, info.current(0).replica
@@ -175,7 +190,7 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
 
 def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_once(master: Master) -> None:
     master(c.RegisterShuffle("app1", 2, 5))
-    master(c.MapperEnd("app1", 0, 0, 1, 5))
+    master(c.MapperEnd("app1", 0, 0, 1, 5, bits(5, 0, 1, 2, 3, 4)))
     info = master.state.shuffle("app1", 0)
     assert info is not None
     master(c.RevivePartition("app1", 0, 3, epoch=0, failed_workers=(str(info.current(3).primary),)))
@@ -189,7 +204,7 @@ def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_onc
             assert {**batch, **entry} == single
         assert batch["committed"] is committed and batch["winners"] == ([1, 0] if committed else [1, -1])
         if not committed:
-            master(c.MapperEnd("app1", 0, 1, 0, 5))
+            master(c.MapperEnd("app1", 0, 1, 0, 5, bits(5, 0, 1, 2, 3, 4)))
             p3 = info.current(3).primary
             master(c.ReportCommit("app1", 0, failed_copies=((3, 1, p3),)))
     assert master(c.GetLocationsBatch("app1", 0, (3,)))["partitions"][0]["failed_copies"] == [[1, p3]]  # type: ignore[index]
@@ -254,3 +269,100 @@ def test_a_hundred_thousand_partitions_stay_one_compact_event(master: Master) ->
 
     master(c.RegisterShuffle("app1", 100, 100_000))
     assert len(encode_event(master.log[-1])) < 1000
+
+
+# -- issue 12: declared partitions, the commit's verdict, idempotent registration ---------------
+
+
+def test_registration_records_the_incarnation_of_every_placed_worker(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 6))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    assert info.incarnations == (("w0", "inc1"), ("w1", "inc1"), ("w2", "inc1"))
+    assert info.locations(4)[0].incarnation("w1") == "inc1"  # epoch 0 too
+
+
+def test_a_retried_register_shuffle_with_its_request_id_returns_the_same_shuffle(master: Master) -> None:
+    first = master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))
+    logged = len(master.log)
+    again = master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))
+    assert again == first and len(master.log) == logged
+    assert master(c.RegisterShuffle("app1", 2, 4, request_id="req-2"))["shuffle_id"] == 1
+    with pytest.raises(Conflict):
+        master(c.RegisterShuffle("app1", 3, 4, request_id="req-1"))
+    # durable: a snapshot (and so a restarted or new leader) still knows the request
+    master.state = MasterState.from_snapshot(master.state.snapshot_bytes())
+    assert master(c.RegisterShuffle("app1", 2, 4, request_id="req-1"))["shuffle_id"] == 0
+
+
+@pytest.mark.parametrize(
+    ("touched", "partitions", "match"),
+    [
+        (2, bits(9, 1, 8), "bytes"),
+        (1, bits(4, 1, 2), "touched"),
+        (1, encode_bitmap(b"\x20"), "past partition"),
+    ],
+)
+def test_a_mapper_end_whose_bitmap_does_not_fit_the_shuffle_is_refused(
+    master: Master, touched: int, partitions: str, match: str
+) -> None:
+    master(c.RegisterShuffle("app1", 1, 5))
+    with pytest.raises(BadRequest, match=match):
+        master(c.MapperEnd("app1", 0, 0, 0, touched, partitions))
+    assert not [e for e in master.log if isinstance(e, MapperEnded)]
+
+
+def test_locations_name_the_winning_maps_that_declared_the_partition(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 4, 3))
+    master(c.MapperEnd("app1", 0, 0, 0, 2, bits(3, 0, 2)))
+    master(c.MapperEnd("app1", 0, 1, 5, 1, bits(3, 2)))
+    master(c.MapperEnd("app1", 0, 1, 6, 1, bits(3, 1)))  # a losing attempt: its bitmap is not kept
+    assert master(c.GetLocations("app1", 0, 1))["maps"] == []
+    assert master(c.RevivePartition("app1", 0, 0, epoch=0))["maps"] == [[0, 1]]  # so far: map 0
+    master(c.MapperEnd("app1", 0, 3, 0, 3, bits(3, 0, 1, 2)))
+    master(c.MapperEnd("app1", 0, 2, 0, 1, bits(3, 2)))
+    batch = master(c.GetLocationsBatch("app1", 0, (0, 1, 2)))
+    assert [e["maps"] for e in batch["partitions"]] == [[[0, 1], [3, 4]], [[3, 4]], [[0, 4]]]
+    # cached once every map has ended: a snapshot's fresh state answers the same
+    fresh = MasterState.from_snapshot(master.state.snapshot_bytes())
+    info = fresh.shuffle("app1", 0)
+    assert info is not None and info.declared_maps(2) == ((0, 4),)
+    assert master.state.to_json() == fresh.to_json()
+
+
+def test_version_1_mapper_ended_events_replay_and_leave_maps_unknown(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 2, 3))
+    old = b'{"e":"MapperEnded","v":1,"app_id":"app1","shuffle_id":0,"map_id":0,"attempt_id":0,"touched":2}'
+    apply(master.state, decode_event(old))
+    master(c.MapperEnd("app1", 0, 1, 0, 1, bits(3, 1)))
+    reply = master(c.GetLocations("app1", 0, 1))
+    assert reply["winners"] == [0, 0] and "maps" not in reply
+    event = next(e for e in master.log if isinstance(e, MapperEnded))
+    assert encode_event(event).startswith(b'{"e":"MapperEnded","v":2,')
+    assert decode_event(encode_event(event)) == event
+
+
+def test_maps_lost_at_commit_make_the_partition_lost_and_are_named(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 3, 2))
+    for m in range(3):
+        master(c.MapperEnd("app1", 0, m, 0, 2, bits(2, 0, 1)))
+    with pytest.raises(BadRequest):
+        master(c.ReportCommit("app1", 0, lost_maps=((1, 2, 4),)))  # map 3 does not exist
+    reply = master(c.ReportCommit("app1", 0, lost_maps=((1, 0, 1), (1, 2, 3))))
+    assert reply["lost_partitions"] == [1]
+    committed = next(e for e in master.log if isinstance(e, ShuffleCommitted))
+    assert committed.lost_maps == ((1, 0, 1), (1, 2, 3))
+    loc = master(c.GetLocations("app1", 0, 1))
+    assert loc["lost"] is True and loc["lost_maps"] == [[0, 1], [2, 3]] and loc["maps"] == [[0, 3]]
+    assert "lost_maps" not in master(c.GetLocations("app1", 0, 0))
+
+
+def test_a_partition_no_winner_declared_is_not_lost_when_its_copies_fail(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 2, replicate=False))
+    master(c.MapperEnd("app1", 0, 0, 0, 1, bits(2, 1)))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    failed = tuple((p, 0, info.current(p).primary) for p in range(2))
+    assert master(c.ReportCommit("app1", 0, failed_copies=failed))["lost_partitions"] == [1]
+    empty = master(c.GetLocations("app1", 0, 0))
+    assert empty["lost"] is False and empty["maps"] == [] and empty["failed_copies"]

@@ -62,7 +62,7 @@ PINNED = {
         '_id":"w1","host":"h1","control_port":11,"push_port":21,"replicate_port":31,"fetch_port":41'
         ',"incarnation":"inc1","status":"active"},"replica":{"worker_id":"w3","host":"h3","control_'
         'port":13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","status":'
-        '"active"}}],"lost":false,"failed_copies":[]}'
+        '"active"}}],"lost":false,"failed_copies":[],"maps":[]}'
     ),
     "exclude": '{"changed":true}',
     "exclude_again": '{"changed":false}',
@@ -108,7 +108,7 @@ PINNED = {
         ',"fetch_port":42,"incarnation":"inc2","status":"decommissioning"}},{"epoch":1,"primary":{"'
         'worker_id":"w1","status":"removed"},"replica":{"worker_id":"w3","host":"h3","control_port"'
         ':13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","status":"acti'
-        've"}}],"lost":false,"failed_copies":[]}'
+        've"}}],"lost":false,"failed_copies":[],"maps":[[0,1]]}'
     ),
     "get_locations_batch": (
         '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winners":[1,0],"committed":true,"partitio'
@@ -116,10 +116,10 @@ PINNED = {
         'ol_port":13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","statu'
         's":"active"},"replica":{"worker_id":"w0","host":"h0","control_port":10,"push_port":20,"rep'
         'licate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"}}],"lost":true,"fai'
-        'led_copies":[[0,"w0"],[0,"w3"]]},{"partition":2,"locations":[{"epoch":0,"primary":{"worker'
-        '_id":"w2","host":"h2","control_port":12,"push_port":22,"replicate_port":32,"fetch_port":42'
-        ',"incarnation":"inc2","status":"decommissioning"},"replica":{"worker_id":"w1","status":"re'
-        'moved"}}],"lost":false,"failed_copies":[[0,"w1"]]}]}'
+        'led_copies":[[0,"w0"],[0,"w3"]],"maps":[[0,2]]},{"partition":2,"locations":[{"epoch":0,"pr'
+        'imary":{"worker_id":"w2","host":"h2","control_port":12,"push_port":22,"replicate_port":32,'
+        '"fetch_port":42,"incarnation":"inc2","status":"decommissioning"},"replica":{"worker_id":"w'
+        '1","status":"removed"}}],"lost":false,"failed_copies":[[0,"w1"]],"maps":[[0,2]]}]}'
     ),
     "status": (
         '{"term":1,"leader":"tcp://m:1","seq":0,"workers":[{"worker_id":"w0","host":"h0","control_p'
@@ -144,7 +144,7 @@ PINNED = {
         '{"app_id":"app1","shuffle_id":5,"num_mappers":1,"winners":[-1],"committed":false,"partitio'
         'n":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,"pu'
         'sh_port":20,"replicate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"},"r'
-        'eplica":null}],"lost":false,"failed_copies":[]}'
+        'eplica":null}],"lost":false,"failed_copies":[],"maps":[]}'
     ),
     "unregister_shuffle": '{"changed":true}',
     "unregister_app": '{"changed":true}',
@@ -185,9 +185,9 @@ def scenario() -> list[tuple[str, Reply]]:
     run("get_shuffle_lost", c.GetShuffle("app1", 0))
     apply(state, WorkerRemoved("w1"))
     run("get_shuffle", c.GetShuffle("app1", 0))
-    run("mapper_end", c.MapperEnd("app1", 0, 0, 1, 5))
-    run("mapper_end_again", c.MapperEnd("app1", 0, 0, 0, 5))
-    run("mapper_end_last", c.MapperEnd("app1", 0, 1, 0, 5))
+    run("mapper_end", c.MapperEnd("app1", 0, 0, 1, 3, "Bw=="))  # partitions 0, 1, 2
+    run("mapper_end_again", c.MapperEnd("app1", 0, 0, 0, 3, "Bw=="))
+    run("mapper_end_last", c.MapperEnd("app1", 0, 1, 0, 2, "BQ=="))  # partitions 0, 2
     run("report_commit", c.ReportCommit("app1", 0, ((0, 0, "w0"), (0, 0, "w3"), (2, 0, "w1")), 99, 3))
     run("get_locations", c.GetLocations("app1", 0, 1))
     run("get_locations_batch", c.GetLocationsBatch("app1", 0, (0, 2)))

@@ -71,8 +71,8 @@ def test_commands_over_rpc_and_status(client: MasterClient) -> None:
     sh = client.request(c.RegisterShuffle(app, 2, 8), ShuffleSummary)
     assert sh.shuffle_id == 0 and len(sh.pairs) == 3
     assert sh.workers is not None and set(sh.workers) == {"w0", "w1", "w2"} and sh.revived == ()
-    assert client.request(c.MapperEnd(app, 0, 0, 1, 4), MapperEndReply).won is True
-    assert client.request(c.MapperEnd(app, 0, 0, 0, 4), MapperEndReply).won is False
+    assert client.request(c.MapperEnd(app, 0, 0, 1, 4, "Dw=="), MapperEndReply).won is True
+    assert client.request(c.MapperEnd(app, 0, 0, 0, 4, "Dw=="), MapperEndReply).won is False
     loc = client.request(c.GetLocations(app, 0, 5), LocationsReply)
     assert loc.winners == (1, -1)
     assert loc.locations[0].primary.status is WorkerStatus.ACTIVE
@@ -95,7 +95,7 @@ def test_state_survives_a_restart_on_the_same_data_dir(tmp_path: Path, clock: Fa
         app = setup_cluster(cl)
         for _ in range(3):
             cl.call(c.RegisterShuffle(app, 2, 16))
-        cl.call(c.MapperEnd(app, 1, 0, 0, 3))
+        cl.call(c.MapperEnd(app, 1, 0, 0, 3, "BwA="))  # partitions 0..2 of 16
         cl.call(c.RevivePartition(app, 1, 3, 0))
         before = cl.call(c.Status())
     assert list((tmp_path / "m").glob("snapshot-*"))
@@ -160,7 +160,7 @@ def test_concurrent_mapper_ends_are_group_committed(master: MasterService, clien
         try:
             with MasterClient(master.url) as own:
                 for m in range(start, 400, 8):
-                    own.call(c.MapperEnd(app, 0, m, 0, 1))
+                    own.call(c.MapperEnd(app, 0, m, 0, 1, "AQ=="))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

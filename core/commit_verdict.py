@@ -1,0 +1,143 @@
+"""``judge``: which copies failed at commit, and which declared seals no surviving copy holds.
+
+The commit coordinator gathers every worker's ``COMMIT_FILES`` reply and hands them here
+with the plan (every copy of every location, and each map's winning attempt with its
+declared partitions). A copy **fails** when:
+
+- its worker could not be reached, or reported an error for it;
+- its worker has restarted since the copy was placed (another incarnation): its memory,
+  and so any batch acked before the restart, is gone, whatever it holds now;
+- it lacks a winning attempt's seal that a surviving sibling copy (same partition and
+  epoch) holds: it missed data its sibling acked.
+
+A winning map that declared partition ``p`` must then have its seal in a surviving copy
+of some epoch of ``p``; the pairs that do not are ``lost_maps``, as
+``(partition, lo, hi)`` ranges of map ids. Pure: no state, no threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from croupier.core.bitmap import bitmap_size, partitions_of, ranges
+from croupier.core.dataplane import CommitFilesReply, LocationReport
+from croupier.core.enums import CopyRole
+from croupier.core.state import Winner
+
+__all__ = ["Copy", "Verdict", "judge"]
+
+Where = tuple[int, int]  # (partition, epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """One copy of one location, as placed."""
+
+    partition: int
+    epoch: int
+    worker: str
+    role: str
+    incarnation: str | None  # the worker's incarnation when the location was placed
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What ``ReportCommit`` carries: failed ``(partition, epoch, worker)`` copies, missing
+    ``(partition, lo, hi)`` maps, and the committed primaries' totals."""
+
+    failed: tuple[tuple[int, int, str], ...]
+    lost_maps: tuple[tuple[int, int, int], ...]
+    total_bytes: int
+    total_batches: int
+
+
+def judge(
+    copies: Iterable[Copy],
+    replies: Mapping[str, CommitFilesReply | None],
+    winners: Mapping[int, Winner],
+    num_partitions: int,
+) -> Verdict:
+    """Decide the commit outcome of every copy (see the module docstring).
+
+    Parameters:
+        copies: every copy of every location of the shuffle.
+        replies: worker -> its COMMIT_FILES reply, or None when it could not be reached.
+        winners: map -> its winning attempt, touched count and declared bitmap.
+        num_partitions: the shuffle's, for the size of the coverage bitmaps.
+    """
+    held: dict[tuple[int, int, str, str], LocationReport] = {}
+    total_bytes = total_batches = 0
+    for w, reply in replies.items():
+        for loc in reply.locations if reply is not None else ():
+            held[(loc.partition, loc.epoch, w, loc.role)] = loc
+            if loc.ok and loc.role == CopyRole.PRIMARY:
+                total_bytes += loc.bytes or 0
+                total_batches += loc.batches or 0
+    failed: set[tuple[int, int, str]] = set()
+    sealed: dict[Where, list[tuple[str, frozenset[int]]]] = {}
+    for copy in copies:
+        reply = replies.get(copy.worker)
+        report = held.get((copy.partition, copy.epoch, copy.worker, copy.role))
+        where = (copy.partition, copy.epoch)
+        if _lost_memory(copy, reply, report):
+            failed.add((copy.partition, copy.epoch, copy.worker))
+            sealed.setdefault(where, [])
+        else:
+            sealed.setdefault(where, []).append((copy.worker, _winning_seals(report, winners)))
+    covered = _siblings(sealed, failed)
+    return Verdict(
+        tuple(sorted(failed)), _missing(winners, covered, num_partitions), total_bytes, total_batches
+    )
+
+
+def _lost_memory(copy: Copy, reply: CommitFilesReply | None, report: LocationReport | None) -> bool:
+    """Unreachable, an error, or a worker restarted since placement."""
+    if reply is None:
+        return True
+    if report is not None and not report.ok:
+        return True
+    return copy.incarnation is not None and reply.incarnation != copy.incarnation
+
+
+def _winning_seals(report: LocationReport | None, winners: Mapping[int, Winner]) -> frozenset[int]:
+    """The maps whose winning attempt's seal this copy holds (none when it holds nothing)."""
+    if report is None or not report.seals:
+        return frozenset()
+    return frozenset(m for m, a, _ in report.seals if (w := winners.get(m)) is not None and w[0] == a)
+
+
+def _siblings(
+    sealed: dict[Where, list[tuple[str, frozenset[int]]]], failed: set[tuple[int, int, str]]
+) -> dict[int, set[int]]:
+    """Fail each copy that lacks a seal its sibling holds; return map -> partitions whose seal
+    survives in some copy."""
+    covered: dict[int, set[int]] = {}
+    for (p, e), holders in sealed.items():
+        union = frozenset().union(*(seals for _, seals in holders))
+        for worker, seals in holders:
+            if seals != union:
+                failed.add((p, e, worker))
+        if any(seals == union for _, seals in holders):
+            for m in union:
+                covered.setdefault(m, set()).add(p)
+    return covered
+
+
+def _missing(
+    winners: Mapping[int, Winner], covered: dict[int, set[int]], num_partitions: int
+) -> tuple[tuple[int, int, int], ...]:
+    """``(partition, lo, hi)`` ranges of declared (map, partition) pairs with no surviving seal."""
+    size = bitmap_size(num_partitions)
+    by_partition: dict[int, list[int]] = {}
+    for m, (_, _, declared) in sorted(winners.items()):
+        if declared is None:
+            continue  # declared nothing (ended before declarations were logged): nothing to check
+        seen = bytearray(size)
+        for p in covered.get(m, ()):
+            seen[p >> 3] |= 1 << (p & 7)
+        gone = int.from_bytes(declared, "little") & ~int.from_bytes(seen, "little")
+        if gone:
+            for p in partitions_of(gone.to_bytes(size, "little")):
+                by_partition.setdefault(p, []).append(m)
+    return tuple((p, lo, hi) for p in sorted(by_partition) for lo, hi in ranges(by_partition[p]))
