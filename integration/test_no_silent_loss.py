@@ -17,7 +17,6 @@ from croupier.core.codec import to_json
 from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.dataplane import Destroy
 from croupier.core.errors import DataLostError
-from croupier.core.replies import LocationsReply
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
 from croupier.transports.master_client import MasterClient
@@ -90,10 +89,6 @@ def test_a_primary_data_file_cut_short_is_read_from_the_replica(cluster: LocalCl
     damage_then_restart(cluster, cut_ten_bytes, "data")
 
 
-@pytest.mark.skipif(
-    "maps" not in LocationsReply.__dataclass_fields__,
-    reason="needs the locations reply's declared maps (issue 12, interface 3)",
-)
 def test_both_copies_index_damaged_is_data_lost_not_an_empty_read(cluster: LocalCluster) -> None:
     with croupier.connect(cluster.master_url) as client:
         app = client.register_app("both-damaged")

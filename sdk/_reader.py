@@ -181,7 +181,7 @@ class Reader:
         maps = declared_maps(reply)
         if reply.lost:
             # the maps the commit found gone, if the master says; else every map that declared it
-            gone = getattr(reply, "lost_maps", None) or maps or ()
+            gone = reply.lost_maps or maps or ()
             pairs = [[m, self.partition] for m in sorted(expand_ranges(gone))]
             msg = f"{context}: every copy failed at commit"
             raise DataLostError.of([self.partition], workers, msg, maps=pairs)
@@ -469,8 +469,7 @@ class Reader:
 def declared_maps(reply: LocationsReply) -> list[list[int]] | None:
     """The ``[lo, hi]`` ranges of the maps that declared the partition, or ``None`` when the
     master does not say (one from before the field)."""
-    maps = getattr(reply, "maps", None)
-    return None if maps is None else [[int(lo), int(hi)] for lo, hi in maps]
+    return None if reply.maps is None else [[lo, hi] for lo, hi in reply.maps]
 
 
 def wait_committed(
