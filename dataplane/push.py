@@ -5,7 +5,8 @@ then that the master placed every one of its locations here as this copy (``Rese
 then every batch's digest), its locations are admitted, its bytes are taken from the
 ``MemoryLimiter`` (or the request is ``CONGESTED``), and its batches are told to the
 locations' actors. A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and
-acknowledged only when the replica answered: both copies are in memory (write-ahead memory replication, DESIGN §7).
+acknowledged only when the replica answered: both copies are in memory (write-ahead memory
+replication, DESIGN §7).
 
 No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
 replicate server thread, and the replica's answer on the replicator's thread.
