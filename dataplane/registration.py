@@ -108,6 +108,7 @@ class Registration:
                 held=held,
             )
         )
-        unknown = from_json(WorkerHeartbeatReply, body).unknown
-        if self._orphans is not None and held and unknown:
-            self._orphans.unknown(seq, held, unknown)
+        if self._orphans is not None and held:
+            unknown = from_json(WorkerHeartbeatReply, body).unknown
+            if unknown:
+                self._orphans.unknown(seq, held, unknown)
