@@ -43,6 +43,7 @@ class FlushStats:
 
     busy_seconds: float = 0.0
     bytes_written: int = 0
+    writes: int = 0  # flush jobs written (each a location's buffer, or its rest at commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,7 @@ class FlusherActor(pykka.ThreadingActor):
                 "disk": self.disk,
                 "busy_seconds": self.stats.busy_seconds,
                 "bytes_written": self.stats.bytes_written,
+                "writes": self.stats.writes,
             }
         log.warning("flusher ignored %r", message)
         return None
@@ -95,6 +97,7 @@ class FlusherActor(pykka.ThreadingActor):
         try:
             job.file.write(job.pieces)
             self.stats.bytes_written += job.nbytes
+            self.stats.writes += 1
         except CroupierError as exc:
             error = exc
         except OSError as exc:

@@ -4,18 +4,21 @@ State it owns (all on the actor's pykka thread):
     state       the folded ``MasterState``, including events not yet durable
     soft        worker heartbeats and load scores, app actors (never logged)
     committer   the ``GroupCommitter`` that makes events durable before replies
+    reserver    the ``ReservationSender`` (with a coordinator only): a placement's reply
+                waits for the placed workers' ``RESERVE`` acks (or its timeout)
 
 Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded
 events and the reply to the committer -> the committer appends the group to the
-log and only then sends the reply. Replies therefore leave in command order, and
-a reply is never sent for state a crash could take back.
+log and only then sends the reply. Replies therefore leave in command order (but
+for REGISTER_SHUFFLE and REVIVE_PARTITION, which then wait for the workers'
+``RESERVE`` acks), and a reply is never sent for state a crash could take back.
 
 If an append fails, the committer refuses everything decided after it, and this
 actor reloads its state from the log (``Reload``) before it accepts more.
 
 Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from
 any thread (the RPC server's, app actors'). Reply callbacks run on the
-committer's thread.
+committer's thread, or the reserver's for placements.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
 from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan
+from croupier.actors.reservations import ReservationSender, Send, reserves, shuffle_reserves
 from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
@@ -38,6 +42,7 @@ from croupier.core.commands import (
     LoseWorker,
     RegisterShuffle,
     RegisterWorker,
+    RevivePartition,
     WorkerHeartbeat,
 )
 from croupier.core.commit_verdict import Copy
@@ -130,6 +135,7 @@ class MasterActor(pykka.ThreadingActor):
     ) -> None:
         super().__init__()
         self._coordinator = coordinator
+        self._reserver: ReservationSender | None = None
         self._on_log_error = on_log_error
         self._writable = True
         self._unwritable_reason = ""
@@ -154,6 +160,8 @@ class MasterActor(pykka.ThreadingActor):
         try:
             self._load()
             self._committer.start()
+            if self._coordinator is not None:  # side effects on workers: commits, and reservations
+                self._reserver = ReservationSender()
         except BaseException:
             # pykka calls neither on_stop nor on_failure when on_start raises
             self._stop_apps()
@@ -161,11 +169,19 @@ class MasterActor(pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         self._committer.stop()
+        self._stop_reserver()
         self._stop_apps()
 
     def on_failure(self, *args: Any) -> None:
         self._committer.stop()
+        self._stop_reserver()
         self._stop_apps()
+
+    def _stop_reserver(self) -> None:
+        # after the committer: no placement reply is handed to it any more; waiting ones go now
+        if self._reserver is not None:
+            self._reserver.stop()
+            self._reserver = None
 
     def _load(self) -> None:
         now = self._clock()
@@ -277,10 +293,38 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_seen[command.worker_id] = now
         if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
             self._apps[command.app_id].tell(AppHeartbeatSeen(now))
-        self._committer.submit(records, _deliver(reply, to_json(body), None))
+        self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
         if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
             self._last_snapshot = self.state.seq
             self._committer.submit_snapshot(self.state.seq, self.state.snapshot_bytes())
+
+    def _after_reserve(
+        self, command: Command, events: list[Event], reply: ReplyFn | None, body: dict[str, Any]
+    ) -> Callable[[CroupierError | None], None] | None:
+        """The log callback of ``command``: a placement's reply waits for the workers' ``RESERVE``
+        acks (sent once the events are logged, never from this thread)."""
+        sends = self._reserves(command, events)
+        reserver = self._reserver
+        if not sends or reserver is None:
+            return _deliver(reply, body, None)
+
+        def logged(log_error: CroupierError | None) -> None:
+            if log_error is not None:
+                if reply is not None:
+                    reply(None, log_error)
+                return
+            reserver.send(sends, lambda: reply(body, None) if reply is not None else None)
+
+        return logged
+
+    def _reserves(self, command: Command, events: list[Event]) -> list[Send]:
+        """The ``RESERVE`` messages that ``command``'s placement needs (built from the state now)."""
+        if isinstance(command, RegisterShuffle) and not events and command.shuffle_id is not None:
+            # a repeated registration: the first one's reservations may never have arrived
+            return shuffle_reserves(self.state, command.app_id, command.shuffle_id)
+        if isinstance(command, RegisterShuffle | RevivePartition):
+            return reserves(self.state, events)
+        return []
 
     def _enrich(self, command: Command, now: float) -> Command:
         """Add soft state the pure core needs: load scores for placement."""

@@ -7,11 +7,11 @@ command's ``MsgType``; the body's fields are the dataclass fields below.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from croupier.core.bitmap import bitmap_size, decode_bitmap
-from croupier.core.codec import from_json, to_json
+from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.errors import BadRequest
 from croupier.core.ids import app_id, int_id, worker_id
 from croupier.core.wire import MsgType
@@ -46,6 +46,7 @@ __all__ = [
 MAX_PARTITIONS = 1_000_000
 MAX_MAPPERS = 10_000_000
 MAX_PARTITIONS_PER_CALL = 10_000  # GetLocationsBatch
+MAX_HELD = 1_000  # WorkerHeartbeat.held: (app, shuffle) keys asked about per heartbeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,11 @@ class RegisterWorker(Command):
 
 @dataclass(frozen=True, slots=True)
 class WorkerHeartbeat(Command):
-    """Soft state only: never logged. Loads are each in [0, 1]."""
+    """Soft state only: never logged. Loads are each in [0, 1].
+
+    ``held``: (app, shuffle) keys the worker holds; the reply's ``unknown`` names those the
+    master does not know, which the worker deletes (orphans of a DESTROY it missed).
+    """
 
     TYPE = MsgType.WORKER_HEARTBEAT
     WRITES = False
@@ -107,9 +112,16 @@ class WorkerHeartbeat(Command):
     disk_util: float = 0.0
     io_wait: float = 0.0
     pending_flush: float = 0.0
+    held: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        if self.held is not None:
+            if len(self.held) > MAX_HELD:
+                raise BadRequest(f"held lists at most {MAX_HELD} shuffles, got {len(self.held)}")
+            for app, shuffle in self.held:
+                app_id(app)
+                int_id("shuffle_id", shuffle)
         for name in ("disk_util", "io_wait", "pending_flush"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

@@ -10,7 +10,9 @@ as raw payload frames, never inside JSON:
   OK only when every batch is in memory on the primary **and** the replica.
 - ``OPEN_STREAM`` (reader -> fetch port): the committed location's chunk table.
 - ``FETCH_CHUNK`` (reader -> fetch port): payload frame 0 of the reply is the chunk.
-- ``COMMIT_FILES`` and ``DESTROY`` (master -> control port).
+- ``COMMIT_FILES``, ``DESTROY`` and ``RESERVE`` (master -> control port). ``RESERVE``
+  tells a worker which locations of a shuffle the master placed on it, before any
+  writer learns them; a worker takes PUSH and REPLICATE only for reserved locations.
 
 Every OK reply body is one of the ``*Reply`` dataclasses below, sent as
 ``encode_reply(reply)`` and read back with ``from_json``, so a malformed reply is a
@@ -45,6 +47,8 @@ __all__ = [
     "Push",
     "ReplicaTarget",
     "Replicate",
+    "Reserve",
+    "ReserveReply",
     "WorkerInfoReply",
     "WorkerReply",
     "encode_reply",
@@ -184,6 +188,56 @@ class Destroy:
             int_id("shuffle_id", self.shuffle_id)
 
 
+MAX_RESERVE_PARTITIONS = 1_000_000  # as a shuffle's num_partitions (core/commands.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Reserve:
+    """The locations of one shuffle that the master placed on this worker. Idempotent.
+
+    ``pairs`` (the shuffle's epoch-0 placement, as in ``ShuffleRegistered``: partition
+    ``p`` lives on ``pairs[p % len(pairs)]``) and/or ``revived`` (``(partition, epoch,
+    primary, replica)`` of locations made by ``PartitionRevived``). ``incarnation`` is the
+    worker's when the master placed them: another one is ``STALE_LOCATION``.
+    ``replica`` is None exactly when ``replicate`` is false. Reply: ``ReserveReply``.
+    """
+
+    TYPE = MsgType.RESERVE
+    app_id: str
+    shuffle_id: int
+    incarnation: str
+    num_partitions: int
+    replicate: bool
+    pairs: tuple[tuple[str, str | None], ...] = ()
+    revived: tuple[tuple[int, int, str, str | None], ...] = ()
+
+    def validate(self) -> None:
+        _location(self)
+        if not 1 <= self.num_partitions <= MAX_RESERVE_PARTITIONS:
+            raise BadRequest(f"num_partitions must be in 1..{MAX_RESERVE_PARTITIONS}")
+        if not self.pairs and not self.revived:
+            raise BadRequest("a reserve carries pairs, revived locations, or both")
+        if len(self.pairs) > self.num_partitions:
+            raise BadRequest(f"{len(self.pairs)} pairs for {self.num_partitions} partitions")
+        for primary, replica in self.pairs:
+            self._copies(primary, replica)
+        for partition, epoch, primary, replica in self.revived:
+            if not 0 <= partition < self.num_partitions:
+                raise BadRequest(f"partition {partition} is out of range 0..{self.num_partitions - 1}")
+            if int_id("epoch", epoch) == 0:
+                raise BadRequest("a revived location has an epoch of 1 or more")
+            self._copies(primary, replica)
+
+    def _copies(self, primary: str, replica: str | None) -> None:
+        worker_id(primary)
+        if replica is None and self.replicate:
+            raise BadRequest(f"a replicated shuffle's location on {primary} needs a replica")
+        if replica is not None and not self.replicate:
+            raise BadRequest(f"an unreplicated shuffle's location on {primary} names a replica")
+        if replica is not None and worker_id(replica) == primary:
+            raise BadRequest(f"primary and replica are both {primary}")
+
+
 # -- replies ----------------------------------------------------------------------------
 
 
@@ -265,7 +319,16 @@ class WorkerInfoReply:
     io_wait: float
 
 
-WorkerReply = CommitFilesReply | OpenStreamReply | FetchChunkReply | DestroyReply | WorkerInfoReply
+@dataclass(frozen=True, slots=True)
+class ReserveReply:
+    """``RESERVE``: how many shuffles this worker holds reservations for now."""
+
+    shuffles: int
+
+
+WorkerReply = (
+    ReserveReply | CommitFilesReply | OpenStreamReply | FetchChunkReply | DestroyReply | WorkerInfoReply
+)
 
 
 def encode_reply(reply: WorkerReply) -> dict[str, Any]:

@@ -284,7 +284,10 @@ def _worker_heartbeat(state: MasterState, cmd: WorkerHeartbeat, now: float, rng:
     if worker is None or worker.incarnation != cmd.incarnation or worker.status == WorkerStatus.LOST:
         # the worker re-registers: it was lost, or the master never knew this incarnation
         raise UnknownWorker(f"worker {cmd.worker_id!r} (incarnation {cmd.incarnation}) must register again")
-    return WorkerHeartbeatReply(worker.status, worker.excluded), []
+    if cmd.held is None:
+        return WorkerHeartbeatReply(worker.status, worker.excluded), []
+    unknown = tuple(k for k in cmd.held if state.shuffle(*k) is None)
+    return WorkerHeartbeatReply(worker.status, worker.excluded, unknown), []
 
 
 def _lose_worker(state: MasterState, cmd: LoseWorker, now: float, rng: random.Random) -> Decision:

@@ -124,8 +124,11 @@ class RegisterWorkerReply:
 
 @dataclass(frozen=True, slots=True)
 class WorkerHeartbeatReply:
+    """``unknown``: the request's ``held`` keys the master does not know (only sent with ``held``)."""
+
     status: WorkerStatus
     excluded: bool
+    unknown: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)

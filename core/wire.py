@@ -79,6 +79,7 @@ class MsgType(IntEnum):
     FETCH_CHUNK = 54
     DESTROY = 55
     WORKER_INFO = 56
+    RESERVE = 57
 
 
 @dataclass(frozen=True, slots=True)

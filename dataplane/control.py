@@ -1,6 +1,8 @@
-"""``ControlHandler``: the control port: COMMIT_FILES, DESTROY, WORKER_INFO and PING.
+"""``ControlHandler``: the control port: RESERVE, COMMIT_FILES, DESTROY, WORKER_INFO and PING.
 
-DESTROY forgets the shuffle's (or app's) locations at once, on the control server thread,
+RESERVE records the locations the master placed here (``Reservations``), on the control
+server thread. DESTROY, and ``drop_orphan`` for a shuffle the master no longer knows,
+forget the shuffle's (or app's) locations at once, on the control server thread,
 then waits for their actors to have dropped them before it removes the files: no flush
 of the shuffle starts after that, so none recreates a removed file. The wait and the
 removal run on a one-thread pool owned here (``close`` ends it), and the reply is sent
@@ -20,11 +22,20 @@ from typing import Any
 import pykka
 
 from croupier.core.codec import from_json
-from croupier.core.dataplane import CommitFiles, Destroy, DestroyReply, WorkerInfoReply, encode_reply
+from croupier.core.dataplane import (
+    CommitFiles,
+    Destroy,
+    DestroyReply,
+    Reserve,
+    ReserveReply,
+    WorkerInfoReply,
+    encode_reply,
+)
 from croupier.core.errors import CroupierError, InternalError
 from croupier.core.wire import MsgType
 from croupier.dataplane.commit import commit_files
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import PartitionStore
 from croupier.transports.rpc import Request, Responder
 
@@ -36,6 +47,7 @@ log = logging.getLogger(__name__)
 class ControlHandler:
     """Parameters:
     locations: the live locations.
+    reservations: the locations placed here.
     store: the committed files.
     incarnation: this worker's, reported in COMMIT_FILES replies.
     info: what WORKER_INFO and PING answer.
@@ -45,6 +57,7 @@ class ControlHandler:
     def __init__(
         self,
         locations: Locations,
+        reservations: Reservations,
         store: PartitionStore,
         incarnation: str,
         info: Callable[[], WorkerInfoReply],
@@ -52,6 +65,7 @@ class ControlHandler:
         drop_timeout: float = 10.0,
     ) -> None:
         self._locations = locations
+        self._reservations = reservations
         self._store = store
         self._incarnation = incarnation
         self._info = info
@@ -64,7 +78,11 @@ class ControlHandler:
 
     def on_control(self, request: Request, responder: Responder) -> None:
         """Dispatch one control request; every one is answered, DESTROY later."""
-        if request.msg_type == MsgType.COMMIT_FILES:
+        if request.msg_type == MsgType.RESERVE:
+            reserve = from_json(Reserve, request.body)
+            reserve.validate()
+            responder.ok(encode_reply(ReserveReply(self._reservations.reserve(reserve))))
+        elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
             commit_files(
@@ -77,18 +95,25 @@ class ControlHandler:
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
             destroy.validate()
+            self._reservations.forget(destroy.app_id, destroy.shuffle_id)
             dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
-            self._destroys.submit(self._remove_files, destroy, dropped, responder)
+            self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
         else:
             responder.ok(encode_reply(self._info()))
 
-    def _remove_files(self, destroy: Destroy, dropped: list[pykka.Future[Any]], responder: Responder) -> None:
-        """Remove the files once every actor has dropped the locations (or ``drop_timeout`` passed)."""
-        for future in dropped:
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                future.get(timeout=self._drop_timeout)
+    def drop_orphan(self, app_id: str, shuffle_id: int) -> None:
+        """Destroy a shuffle the master no longer knows (its DESTROY never came), as DESTROY does.
+
+        Its reservations must be forgotten already (``Reservations.forget_unless_since``).
+        """
+        dropped = self._locations.remove(app_id, shuffle_id)
+        self._destroys.submit(self._remove_orphan, Destroy(app_id, shuffle_id), dropped)
+
+    def _answer_destroy(
+        self, destroy: Destroy, dropped: list[pykka.Future[Any]], responder: Responder
+    ) -> None:
         try:
-            removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+            removed = self._remove_files(destroy, dropped)
         except CroupierError as exc:
             responder.error(exc)
             return
@@ -96,5 +121,26 @@ class ControlHandler:
             log.exception("destroying %s/%s failed", destroy.app_id, destroy.shuffle_id)
             responder.error(InternalError(f"{type(exc).__name__} destroying the files"))
             return
-        log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
         responder.ok(encode_reply(DestroyReply(removed)))
+
+    def _remove_orphan(self, destroy: Destroy, dropped: list[pykka.Future[Any]]) -> None:
+        try:
+            removed = self._remove_files(destroy, dropped)
+        except Exception:  # logged; the files stay until the sweep after the next start
+            log.exception("removing orphan %s/%s failed", destroy.app_id, destroy.shuffle_id)
+            return
+        log.warning(
+            "removed %d locations of %s/%s: the master no longer knows it",
+            removed,
+            destroy.app_id,
+            destroy.shuffle_id,
+        )
+
+    def _remove_files(self, destroy: Destroy, dropped: list[pykka.Future[Any]]) -> int:
+        """Remove the files once every actor has dropped the locations (or ``drop_timeout`` passed)."""
+        for future in dropped:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                future.get(timeout=self._drop_timeout)
+        removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
+        return removed

@@ -121,6 +121,11 @@ class Locations:
             owners.setdefault(self._owners[k], []).append(k)
         return owners
 
+    def shuffles(self) -> set[tuple[str, int]]:
+        """The (app, shuffle) of every live location."""
+        with self._lock:
+            return {(k.app_id, k.shuffle_id) for k in self._owners}
+
     def all(self) -> list[Owner]:
         """Every actor, forgetting every location (at stop)."""
         with self._lock:

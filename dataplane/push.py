@@ -1,10 +1,12 @@
 """``PushHandler``: PUSH (from writers) and REPLICATE (from primaries).
 
-A request is parsed and checked (frames against its batch list, then its incarnation),
-its locations are admitted, its bytes are taken from the ``MemoryLimiter`` (or the request
-is ``CONGESTED``), and its batches are told to the locations' actors. A PUSH naming a
-replica is then forwarded unchanged as a REPLICATE, and acknowledged only when the replica
-answered: both copies are in memory (write-ahead memory replication, DESIGN §7).
+A request is parsed and checked (frames against its batch list, then its incarnation,
+then that the master placed every one of its locations here as this copy (``Reservations``),
+then every batch's digest), its locations are admitted, its bytes are taken from the
+``MemoryLimiter`` (or the request is ``CONGESTED``), and its batches are told to the
+locations' actors. A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and
+acknowledged only when the replica answered: both copies are in memory (write-ahead memory
+replication, DESIGN §7).
 
 No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
 replicate server thread, and the replica's answer on the replicator's thread.
@@ -20,12 +22,14 @@ from croupier.core.errors import BadRequest, Congested, CroupierError, Unavailab
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
+from croupier.transports.digest import digest_ok
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
 
-__all__ = ["Parsed", "PushHandler", "parse_batches"]
+__all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
 
 # per batch: its (partition, epoch), parsed header, header bytes and data
 Parsed = list[tuple[tuple[int, int], BatchHeader, memoryview, memoryview]]
@@ -58,19 +62,40 @@ def parse_batches(request: Request, pairs: tuple[tuple[int, int], ...]) -> tuple
     return out, total
 
 
+def verify_digests(batches: Parsed) -> None:
+    """Check every batch's digest against its bytes.
+
+    Raises:
+        BadRequest: a batch's digest does not match; it names the batch.
+    """
+    for i, (_, header, _, data) in enumerate(batches):
+        if not digest_ok(header, data):
+            raise BadRequest(
+                f"batch {i} (map {header.map_id} attempt {header.attempt_id} batch {header.batch_id})"
+                " does not match its digest: nothing of this request was stored"
+            )
+
+
 class PushHandler:
     """Parameters:
     identity: this worker; requests for another incarnation are refused.
     locations: where admitted batches go.
+    reservations: the locations placed here; a batch for any other refuses the request.
     limiter: the worker's memory budget; full means ``CONGESTED``.
     replicator: sends the REPLICATEs (started and stopped by the caller).
     """
 
     def __init__(
-        self, identity: Identity, locations: Locations, limiter: MemoryLimiter, replicator: AsyncRpcClient
+        self,
+        identity: Identity,
+        locations: Locations,
+        reservations: Reservations,
+        limiter: MemoryLimiter,
+        replicator: AsyncRpcClient,
     ) -> None:
         self._identity = identity
         self._locations = locations
+        self._reservations = reservations
         self._limiter = limiter
         self._replicator = replicator
 
@@ -83,6 +108,9 @@ class PushHandler:
         self._identity.check(push.incarnation)
         if push.replica is not None and push.replica.worker_id == self._identity.worker_id:
             raise BadRequest("the replica must be another worker")
+        replica = None if push.replica is None else push.replica.worker_id
+        self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica)
+        verify_digests(batches)
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
         if push.replica is None:
             responder.ok({})
@@ -98,6 +126,8 @@ class PushHandler:
         rep.validate()
         batches, total = parse_batches(request, rep.batches)
         self._identity.check(rep.incarnation)
+        self._reservations.check_replicate(rep.app_id, rep.shuffle_id, rep.batches)
+        verify_digests(batches)
         self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total)
         responder.ok({})
 

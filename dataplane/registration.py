@@ -1,9 +1,11 @@
 """``Registration``: a worker's registration with the master, then its heartbeats.
 
 One thread (``worker-heartbeat``) registers until the master accepts, then sends a
-heartbeat every ``interval`` with the load just sampled. A master that no longer knows
-this incarnation (it restarted without this worker, or declared it lost) answers
-``UNKNOWN_WORKER``, and the thread registers again. An unreachable master is logged
+heartbeat at once and every ``interval`` after, with the load just sampled and a page
+of the shuffles this worker holds; the ones the master answers it does not know go to
+the ``OrphanSweep`` (so a worker reconciles as soon as it starts, and at every beat).
+A master that no longer knows this incarnation (it restarted without this worker, or
+declared it lost) answers ``UNKNOWN_WORKER``, and the thread registers again. An unreachable master is logged
 and tried again at the next beat.
 
 State: ``registered`` (an event) and ``load``, the figures sent last (read from any
@@ -16,8 +18,11 @@ import logging
 import threading
 from collections.abc import Callable
 
+from croupier.core.codec import from_json
 from croupier.core.commands import RegisterWorker, WorkerHeartbeat
 from croupier.core.errors import CroupierError, UnknownWorker
+from croupier.core.replies import WorkerHeartbeatReply
+from croupier.dataplane.orphans import OrphanSweep
 from croupier.transports.master_client import MasterClient
 
 __all__ = ["Registration"]
@@ -34,6 +39,7 @@ class Registration:
     interval: seconds between heartbeats.
     sample_load: ``(disk_util, io_wait)`` since the previous call.
     pending_flush: the memory cap's share held unflushed.
+    orphans: what to ask the master about with each beat (None: nothing).
     """
 
     def __init__(
@@ -44,12 +50,14 @@ class Registration:
         interval: float,
         sample_load: Callable[[], tuple[float, float]],
         pending_flush: Callable[[], float],
+        orphans: OrphanSweep | None = None,
     ) -> None:
         self._master = master
         self._register = register
         self._interval = interval
         self._sample_load = sample_load
         self._pending_flush = pending_flush
+        self._orphans = orphans
         self.load: dict[str, float] = {"disk_util": 0.0, "io_wait": 0.0}
         self._registered = threading.Event()
         self._stopping = threading.Event()
@@ -73,12 +81,11 @@ class Registration:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                if self._registered.is_set():
-                    self._beat()
-                else:
+                if not self._registered.is_set():
                     self._master.call(self._register)
                     self._registered.set()
                     log.info("registered with the master as %s", self._register.worker_id)
+                self._beat()
             except UnknownWorker:
                 log.warning("the master does not know this incarnation; registering again")
                 self._registered.clear()
@@ -90,12 +97,18 @@ class Registration:
     def _beat(self) -> None:
         disk_util, io_wait = self._sample_load()
         self.load = {"disk_util": round(disk_util, 3), "io_wait": round(io_wait, 3)}
-        self._master.call(
+        seq, held = self._orphans.page() if self._orphans is not None else (0, None)
+        body = self._master.call(
             WorkerHeartbeat(
                 self._register.worker_id,
                 self._register.incarnation,
                 disk_util=disk_util,
                 io_wait=io_wait,
                 pending_flush=min(1.0, self._pending_flush()),
+                held=held,
             )
         )
+        if self._orphans is not None and held:
+            unknown = from_json(WorkerHeartbeatReply, body).unknown
+            if unknown:
+                self._orphans.unknown(seq, held, unknown)

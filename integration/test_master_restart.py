@@ -74,7 +74,8 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
             ["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / f"m{round_}.log"
         )
         procs.append(master)
-        with MasterClient(master.url, attempts=1, timeout=5) as client:
+        # timeout > the 5 s the master waits for RESERVE acks from "w0", which is not a real worker
+        with MasterClient(master.url, attempts=1, timeout=15) as client:
             if round_ == 0:
                 client.call(c.RegisterWorker("w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "i1"))
                 client.call(c.RegisterApp("job", "app"))

@@ -3,13 +3,13 @@
 Ports (each a ROUTER, each bound to a free port unless told otherwise, and
 reported to the master at registration):
 
-    control    COMMIT_FILES, DESTROY, WORKER_INFO, PING   (from the master, admin)
+    control    RESERVE, COMMIT_FILES, DESTROY, WORKER_INFO, PING   (from the master, admin)
     push       PUSH                                       (from writers; forwarded to the replica)
     replicate  REPLICATE                                  (from primaries)
     fetch      OPEN_STREAM, FETCH_CHUNK                   (from readers)
 
-What each request does lives in ``croupier.dataplane`` (push, commit, fetch, control,
-registration); this module builds those parts, starts them and stops them. Every
+What each request does lives in ``croupier.dataplane`` (push, reservations, commit, fetch,
+control, orphans, registration); this module builds those parts, starts them and stops them. Every
 process start gets a fresh incarnation id; committed files found on disk at start are
 served under it.
 
@@ -43,8 +43,10 @@ from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.load import LoadSampler
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.registration import Registration
+from croupier.dataplane.reservations import Reservations
 from croupier.services._lifecycle import Service
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
@@ -102,6 +104,8 @@ class WorkerService(Service):
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
         self._locations = Locations()
+        self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
+        self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
         self._replicator: AsyncRpcClient | None = None
@@ -137,12 +141,15 @@ class WorkerService(Service):
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
-            push = PushHandler(identity, self._locations, self.limiter, self._replicator)
+            push = PushHandler(identity, self._locations, self._reservations, self.limiter, self._replicator)
             self._fetch = FetchHandler(identity, self._locations, store)
-            self._control = ControlHandler(self._locations, store, self.incarnation, self._info)
+            self._control = ControlHandler(
+                self._locations, self._reservations, store, self.incarnation, self._info
+            )
             self._serve(
                 "control",
                 self._control.on_control,
+                MsgType.RESERVE,
                 MsgType.COMMIT_FILES,
                 MsgType.DESTROY,
                 MsgType.WORKER_INFO,
@@ -167,6 +174,7 @@ class WorkerService(Service):
         committed = store.scan()
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
+        self._on_disk = {(cf.key.app_id, cf.key.shuffle_id) for cf in committed}
         stats = [FlushStats() for _ in range(store.num_disks)]
         self._flushers = [FlusherActor.start(i, self.limiter, stats[i]) for i in range(store.num_disks)]
         # a given store's disks need not be self.dirs: then only the flushers' busy time counts
@@ -208,12 +216,15 @@ class WorkerService(Service):
             self.incarnation,
         )
         load = self._load
+        assert self._control is not None
+        orphans = OrphanSweep(self._reservations, self._locations, self._on_disk, self._control.drop_orphan)
         return Registration(
             MasterClient(self._master_url, timeout=10.0, attempts=3),
             register,
             interval=self.config.heartbeat_interval,
             sample_load=load.sample if load is not None else lambda: (0.0, 0.0),
             pending_flush=self.limiter.level,
+            orphans=orphans,
         )
 
     @property

@@ -1,5 +1,6 @@
 """``ControlHandler`` behind a real control server: DESTROY waits for the actors off the
-server thread, COMMIT_FILES reports committed files no actor holds, PING/WORKER_INFO answer."""
+server thread, COMMIT_FILES reports committed files no actor holds, PING/WORKER_INFO answer,
+RESERVE records placements (and DESTROY or an orphan drop forgets them)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ from croupier.core.dataplane import (
     Destroy,
     DestroyReply,
     LocationReport,
+    Reserve,
+    ReserveReply,
     WorkerInfoReply,
 )
-from croupier.core.errors import CroupierError
+from croupier.core.errors import CroupierError, StaleLocation
 from croupier.core.wire import MsgType
 from croupier.dataplane.control import ControlHandler
+from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.reservations import Reservations
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
@@ -33,7 +38,7 @@ from croupier.transports.rpc import Reply, RpcClient, RpcServer
 from tests.storage.helpers import append, batch, key, seal
 
 INFO = WorkerInfoReply("worker-1", "inc-1", {"control": "tcp://x:1"}, 0, 0, 0, 100, 0, 0.25, 0.0)
-CONTROL_TYPES = [MsgType.COMMIT_FILES, MsgType.DESTROY, MsgType.WORKER_INFO, MsgType.PING]
+CONTROL_TYPES = [MsgType.RESERVE, MsgType.COMMIT_FILES, MsgType.DESTROY, MsgType.WORKER_INFO, MsgType.PING]
 
 
 class SlowOwner(pykka.ThreadingActor):
@@ -54,6 +59,8 @@ class SlowOwner(pykka.ThreadingActor):
 class Control:
     store: MemoryPartitionStore
     locations: Locations
+    reservations: Reservations
+    handler: ControlHandler
     gate: threading.Event
     dropping: threading.Event
     client: RpcClient
@@ -74,14 +81,15 @@ def control() -> Iterator[Control]:
     gate, dropping = threading.Event(), threading.Event()
     locations = Locations()
     locations.open(1, lambda: SlowOwner.start(gate, dropping))
-    handler = ControlHandler(locations, store, "inc-1", lambda: INFO)
+    reservations = Reservations(Identity("worker-1", "inc-1"))
+    handler = ControlHandler(locations, reservations, store, "inc-1", lambda: INFO)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_control, allowed_types=[int(t) for t in CONTROL_TYPES])
     server.start()
     client = RpcClient(server.url, timeout=10, retries=0)
     pipelined = AsyncRpcClient(timeout=30)
     pipelined.start()
     try:
-        yield Control(store, locations, gate, dropping, client, pipelined, server.url)
+        yield Control(store, locations, reservations, handler, gate, dropping, client, pipelined, server.url)
     finally:
         gate.set()
         pipelined.stop()
@@ -128,3 +136,38 @@ def test_commit_reports_committed_files_no_actor_holds(control: Control) -> None
     assert reply.locations == (
         LocationReport(5, 0, "primary", ok=True, bytes=36 * 2 + 3, batches=1, chunks=1, seals=((3, 0, 1),)),
     )
+
+
+def reserve(control: Control, shuffle: int, incarnation: str = "inc-1") -> ReserveReply:
+    body = to_json(Reserve("app-1", shuffle, incarnation, 4, False, pairs=(("worker-1", None),)))
+    return from_json(ReserveReply, control.client.call(int(MsgType.RESERVE), body).body)
+
+
+def test_a_reserve_is_recorded_once_and_a_destroy_forgets_it(control: Control) -> None:
+    assert reserve(control, 1) == ReserveReply(shuffles=1)
+    assert reserve(control, 1) == ReserveReply(shuffles=1)  # idempotent
+    assert reserve(control, 2) == ReserveReply(shuffles=2)
+    control.reservations.check_push("app-1", 1, ((3, 0),), None)
+    control.gate.set()
+    control.client.call(int(MsgType.DESTROY), to_json(Destroy("app-1", 1)))
+    assert control.reservations.keys() == {("app-1", 2)}
+    with pytest.raises(StaleLocation):
+        control.reservations.check_push("app-1", 1, ((3, 0),), None)
+
+
+def test_a_reserve_for_another_incarnation_is_stale(control: Control) -> None:
+    with pytest.raises(StaleLocation):
+        reserve(control, 1, incarnation="inc-0")
+    assert control.reservations.keys() == set()
+
+
+def test_an_orphan_drop_removes_the_files_and_the_live_locations(control: Control) -> None:
+    gone, kept = key(app="app-1", shuffle=5), key(app="app-1", shuffle=6)
+    for k in (gone, kept):
+        committed_file(control.store, k)
+    control.locations.admit(gone)
+    control.gate.set()
+    control.handler.drop_orphan("app-1", 5)
+    control.handler.close()  # waits for the removal queued on the destroy pool
+    assert control.store.committed(gone) is None and control.locations.get(gone) is None
+    assert control.store.committed(kept) is not None

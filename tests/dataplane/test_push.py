@@ -1,5 +1,7 @@
-"""``PushHandler`` behind a real push server: admission against the memory limiter, and
-what a PUSH answers when its replica refuses the REPLICATE."""
+"""``PushHandler`` behind real push and replicate servers: admission against the memory
+limiter, what a PUSH answers when its replica refuses the REPLICATE, and the requests
+refused whole (nothing stored, nothing forwarded): a location not reserved here, a
+replica that is not the placed peer, a batch whose digest does not match."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ import pytest
 
 from croupier.actors.flusher import FlusherActor
 from croupier.actors.partition_actor import PartitionActor
+from croupier.core.batch import BatchHeader
 from croupier.core.codec import to_json
-from croupier.core.dataplane import Push, ReplicaTarget, Replicate
-from croupier.core.errors import Congested, CroupierError, StaleLocation, Unavailable
+from croupier.core.dataplane import Push, ReplicaTarget, Replicate, Reserve
+from croupier.core.errors import BadRequest, Congested, CroupierError, StaleLocation, Unavailable
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.push import PushHandler
+from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.limiter import MemoryLimiter
@@ -31,6 +35,8 @@ class Parts:
     limiter: MemoryLimiter
     locations: Locations
     client: RpcClient
+    replicate_client: RpcClient  # to this worker's own replicate server
+    reservations: Reservations
     replica_url: str
     replica_error: list[CroupierError]  # what the replica raises (nothing: OK)
     replicated: list[tuple[dict[str, object], list[bytes]]]  # the REPLICATEs it got: body, frames
@@ -45,9 +51,16 @@ def parts() -> Iterator[Parts]:
     locations.open(1, lambda: PartitionActor.start(store, [flusher], limiter))
     replicator = AsyncRpcClient(timeout=10)
     replicator.start()
-    handler = PushHandler(ME, locations, limiter, replicator)
+    reservations = Reservations(ME)
+    # shuffle 0 unreplicated, shuffle 1 replicated to worker-2; shuffle 2 holds worker-1 as replica
+    reservations.reserve(Reserve("app-1", 0, ME.incarnation, 4, False, pairs=(("worker-1", None),)))
+    reservations.reserve(Reserve("app-1", 1, ME.incarnation, 4, True, pairs=(("worker-1", "worker-2"),)))
+    reservations.reserve(Reserve("app-1", 2, ME.incarnation, 4, True, pairs=(("worker-2", "worker-1"),)))
+    handler = PushHandler(ME, locations, reservations, limiter, replicator)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
+    own_replica = RpcServer("tcp://127.0.0.1:0", handler.on_replicate, allowed_types=[int(MsgType.REPLICATE)])
+    own_replica.start()
     replica_error: list[CroupierError] = []
     replicated: list[tuple[dict[str, object], list[bytes]]] = []
 
@@ -60,11 +73,23 @@ def parts() -> Iterator[Parts]:
     replica_server = RpcServer("tcp://127.0.0.1:0", replica, allowed_types=[int(MsgType.REPLICATE)])
     replica_server.start()
     client = RpcClient(server.url, timeout=10, retries=0)
+    replicate_client = RpcClient(own_replica.url, timeout=10, retries=0)
     try:
-        yield Parts(limiter, locations, client, replica_server.url, replica_error, replicated)
+        yield Parts(
+            limiter,
+            locations,
+            client,
+            replicate_client,
+            reservations,
+            replica_server.url,
+            replica_error,
+            replicated,
+        )
     finally:
         client.close()
+        replicate_client.close()
         server.stop()
+        own_replica.stop()
         replica_server.stop()
         replicator.stop()
         for ref in locations.all():
@@ -73,12 +98,29 @@ def parts() -> Iterator[Parts]:
         store.close()
 
 
-def push(parts: Parts, size: int, *, replicated: bool) -> bytes:
-    _, raw = batch(1, 0, 0, b"x" * size)
+def push(
+    parts: Parts,
+    size: int,
+    *,
+    replicated: bool,
+    shuffle: int | None = None,
+    where: tuple[tuple[int, int], ...] = ((0, 0),),
+    bad: int | None = None,
+) -> bytes:
+    """PUSH one batch of ``size`` bytes to each of ``where``; batch ``bad`` gets a wrong digest."""
+    raws = []
+    for i in range(len(where)):
+        header, raw = batch(1, 0, i, b"x" * size)
+        if i == bad:
+            header = BatchHeader(1, 0, i, size, 0, bytes(16))
+            raw = header.encode() + raw[36:]
+        raws.append(raw)
     target = ReplicaTarget("worker-2", parts.replica_url, "inc-2") if replicated else None
-    body = Push("app-1", 0, ME.incarnation, ((0, 0),), target)
-    parts.client.call(int(MsgType.PUSH), to_json(body), [raw[:36], raw[36:]])
-    return raw
+    sid = (1 if replicated else 0) if shuffle is None else shuffle
+    body = Push("app-1", sid, ME.incarnation, where, target)
+    frames = [b"".join(r[:36] for r in raws), *(r[36:] for r in raws)]
+    parts.client.call(int(MsgType.PUSH), to_json(body), frames)
+    return b"".join(raws)
 
 
 def test_a_push_past_the_pause_watermark_is_congested_and_takes_no_memory(parts: Parts) -> None:
@@ -94,7 +136,7 @@ def test_a_push_is_acked_after_its_frames_went_unchanged_to_the_replica(parts: P
     raw = push(parts, 100, replicated=True)
     assert parts.limiter.used == 136
     assert parts.replicated == [
-        (to_json(Replicate("app-1", 0, "inc-2", ((0, 0),))), [raw[:36], raw[36:]]),
+        (to_json(Replicate("app-1", 1, "inc-2", ((0, 0),))), [raw[:36], raw[36:]]),
     ]
 
 
@@ -111,3 +153,54 @@ def test_a_replica_refusal_is_congested_or_names_the_failed_worker(
     if answer is Unavailable:
         assert caught.value.details == {"failed_worker": "worker-2"}
         assert "STALE_LOCATION" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("shuffle", "where", "replicated", "refusal"),
+    [
+        (7, ((0, 0),), False, StaleLocation),  # a shuffle never reserved here
+        (0, ((0, 1),), False, StaleLocation),  # an epoch not placed here
+        (2, ((0, 0),), True, StaleLocation),  # held here as replica, pushed to as primary
+        (1, ((0, 0),), False, BadRequest),  # a replicated location pushed without its replica
+        (0, ((0, 0),), True, BadRequest),  # an unreplicated location pushed with a replica
+        (0, ((9, 0),), False, BadRequest),  # a partition the shuffle does not have
+        (0, ((0, 0), (1, 1)), False, StaleLocation),  # one good batch does not save the push
+    ],
+)
+def test_a_push_for_a_location_not_placed_so_is_refused_whole(
+    parts: Parts,
+    shuffle: int,
+    where: tuple[tuple[int, int], ...],
+    replicated: bool,
+    refusal: type[CroupierError],
+) -> None:
+    with pytest.raises(refusal):
+        push(parts, 100, replicated=replicated, shuffle=shuffle, where=where)
+    assert parts.limiter.used == 0 and len(parts.locations) == 0 and parts.replicated == []
+
+
+def test_a_push_with_a_bad_digest_is_a_bad_request_and_nothing_is_stored_or_forwarded(parts: Parts) -> None:
+    with pytest.raises(BadRequest, match="digest"):
+        push(parts, 100, replicated=True, where=((0, 0), (1, 0)), bad=1)
+    assert parts.limiter.used == 0 and len(parts.locations) == 0 and parts.replicated == []
+    push(parts, 100, replicated=True, where=((0, 0), (1, 0)))
+    assert parts.limiter.used == 2 * 136
+
+
+def replicate(parts: Parts, shuffle: int, where: tuple[int, int], *, bad: bool = False) -> None:
+    _, raw = batch(1, 0, 0, b"r" * 50)
+    if bad:
+        raw = BatchHeader(1, 0, 0, 50, 0, bytes(16)).encode() + raw[36:]
+    body = Replicate("app-1", shuffle, ME.incarnation, (where,))
+    parts.replicate_client.call(int(MsgType.REPLICATE), to_json(body), [raw[:36], raw[36:]])
+
+
+def test_a_replicate_is_taken_only_for_a_location_held_here_as_replica_with_its_digest(parts: Parts) -> None:
+    for shuffle, where in ((1, (0, 0)), (2, (0, 1)), (5, (0, 0))):  # held as primary, wrong epoch, unknown
+        with pytest.raises(StaleLocation):
+            replicate(parts, shuffle, where)
+    with pytest.raises(BadRequest, match="digest"):
+        replicate(parts, 2, (0, 0), bad=True)
+    assert parts.limiter.used == 0 and len(parts.locations) == 0
+    replicate(parts, 2, (0, 0))
+    assert parts.locations.get(key(app="app-1", shuffle=2, role="replica")) is not None

@@ -3,9 +3,13 @@ in-memory fake workers that speak the data-plane protocol, with fault injection.
 ``tests/services/test_worker_conformance.py`` holds them to the real worker's behaviour.
 
 A fake worker serves push, replicate, fetch and control on one ROUTER socket. Replication
-is an in-process call to the replica's fake. Faults: ``congest`` (answer CONGESTED to the
-next n pushes), ``refuse`` (answer this error to every push), ``corrupt`` (flip a byte of
-every fetched chunk), ``crash()`` (stop serving: requests time out).
+is an in-process call to the replica's fake. Like the real worker, a fake takes pushes only
+for the locations the master reserved on it (``RESERVE``, kept in a real ``Reservations``)
+and refuses a batch whose digest does not match, storing nothing of the push.
+
+Faults: ``congest`` (answer CONGESTED to the next n pushes), ``refuse`` (answer this error
+to every push), ``corrupt`` (flip a byte of every fetched chunk), ``crash()`` (stop
+serving: requests time out).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from croupier.core.dataplane import (
     OpenStream,
     OpenStreamReply,
     Push,
+    Reserve,
+    ReserveReply,
     encode_reply,
 )
 from croupier.core.errors import (
@@ -43,7 +49,10 @@ from croupier.core.errors import (
     UnknownShuffle,
 )
 from croupier.core.wire import MsgType
+from croupier.dataplane.identity import Identity
+from croupier.dataplane.reservations import Reservations
 from croupier.services.master import MasterService
+from croupier.transports.digest import digest_ok
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Request, Responder, RpcServer
 
@@ -62,6 +71,7 @@ class FakeWorker:
     def __init__(self, worker_id: str, peers: dict[str, FakeWorker], chunk_size: int = 2048) -> None:
         self.worker_id = worker_id
         self.incarnation = f"{worker_id}-1"
+        self.reservations = Reservations(Identity(worker_id, self.incarnation))
         self.peers = peers
         self.chunk_size = chunk_size
         self.lock = threading.Lock()
@@ -99,6 +109,10 @@ class FakeWorker:
         t = request.msg_type
         if t == MsgType.PUSH:
             responder.ok(self._push(request))
+        elif t == MsgType.RESERVE:
+            reserve = from_json(Reserve, request.body)
+            reserve.validate()
+            responder.ok(encode_reply(ReserveReply(self.reservations.reserve(reserve))))
         elif t == MsgType.COMMIT_FILES:
             responder.ok(encode_reply(self._commit(from_json(CommitFiles, request.body))))
         elif t == MsgType.OPEN_STREAM:
@@ -132,11 +146,18 @@ class FakeWorker:
                 f"header frame is {len(headers)} bytes; {n} batches need {n * BATCH_HEADER.size}"
             )
         for i in range(n):
-            if BatchHeader.decode(headers, i * BATCH_HEADER.size).length != len(parts[i]):
+            header = BatchHeader.decode(headers, i * BATCH_HEADER.size)
+            if header.length != len(parts[i]):
                 raise BadRequest(f"batch {i} says another length than its frame's {len(parts[i])} bytes")
-        replica = self.peers.get(push.replica.worker_id) if push.replica else None
+            if not digest_ok(header, parts[i]):
+                raise BadRequest(f"batch {i} does not match its digest")
+        replica_id = push.replica.worker_id if push.replica else None
+        self.reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica_id)
+        replica = self.peers.get(replica_id) if replica_id else None
         if push.replica is not None and (replica is None or not replica.alive):
             raise Unavailable("replica unreachable", {"failed_worker": push.replica.worker_id})
+        if replica is not None:
+            replica.reservations.check_replicate(push.app_id, push.shuffle_id, push.batches)
         if (push.app_id, push.shuffle_id) in self.committed:
             raise StaleLocation(f"shuffle {push.app_id}/{push.shuffle_id} is already committed")
         for i, (partition, epoch) in enumerate(push.batches):
@@ -222,6 +243,7 @@ class FakeWorker:
         return FetchChunkReply(offset, len(chunk)), chunk
 
     def _destroy(self, body: Destroy) -> DestroyReply:
+        self.reservations.forget(body.app_id, body.shuffle_id)
         with self.lock:
             keys = [k for k in self.data if k[0] == body.app_id and body.shuffle_id in (None, k[1])]
             for k in keys:

@@ -1,0 +1,192 @@
+"""``Reservations``: the locations the master placed on this worker (PROTOCOL §5.2 ``RESERVE``).
+
+The master sends a ``RESERVE`` for every shuffle and every revived location it places
+here, before any writer learns of them. PUSH and REPLICATE are checked against them
+before anything is stored, so a worker keeps only data the master knows where to find.
+
+State (behind one lock): per (app, shuffle) its size, whether it is replicated, the
+epoch-0 pairs that name this worker (by index in the shuffle's ``pairs``), the revived
+locations that name it, and the sequence number of its last ``RESERVE`` (the orphan
+sweep uses it). Written by the control server thread (``reserve``, ``forget``), read by
+the push and replicate server threads (``check_push``, ``check_replicate``).
+
+Kept in memory only: a restarted worker has a new incarnation, and every push naming the
+old one is refused anyway. Bounded by count, not by the memory limiter (which paces push
+buffers): at most ``cap`` entries, a shuffle and each revived location counting one. A
+``RESERVE`` past the cap is ``CONGESTED``; the master then replies without this worker's
+ack, its pushes are refused here as ``STALE_LOCATION`` and the writers revive elsewhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from croupier.core.dataplane import Reserve
+from croupier.core.enums import CopyRole
+from croupier.core.errors import BadRequest, Congested, StaleLocation
+from croupier.dataplane.identity import Identity
+
+__all__ = ["MAX_RESERVATIONS", "Reservations"]
+
+MAX_RESERVATIONS = 100_000  # entries: a few hundred bytes each, so tens of MB at most
+
+Pair = tuple[str, str | None]
+ShuffleKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class _Placed:
+    """What this worker holds of one shuffle."""
+
+    num_partitions: int
+    replicate: bool
+    seq: int
+    n_pairs: int = 0  # len(pairs): partition p at epoch 0 is on pairs[p % n_pairs]
+    mine: dict[int, Pair] = field(default_factory=dict)  # index in pairs -> pair, for pairs naming me
+    revived: dict[tuple[int, int], Pair] = field(default_factory=dict)  # (partition, epoch) -> pair
+
+    def pair(self, partition: int, epoch: int) -> Pair | None:
+        if epoch == 0:
+            return self.mine.get(partition % self.n_pairs) if self.n_pairs else None
+        return self.revived.get((partition, epoch))
+
+
+class Reservations:
+    """Parameters:
+    identity: this worker; a ``RESERVE`` for another incarnation is refused.
+    cap: the most entries held (a shuffle and each revived location count one).
+    """
+
+    def __init__(self, identity: Identity, *, cap: int = MAX_RESERVATIONS) -> None:
+        self._identity = identity
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._shuffles: dict[ShuffleKey, _Placed] = {}
+        self._entries = 0
+        self._seq = 0
+
+    def reserve(self, r: Reserve) -> int:
+        """Record the locations of ``r`` that name this worker; returns the shuffles held.
+
+        Raises:
+            StaleLocation: ``r`` was placed on another incarnation of this worker.
+            BadRequest: the shuffle is held here with another size or replication.
+            Congested: holding it would pass the cap.
+        """
+        self._identity.check(r.incarnation)
+        me = self._identity.worker_id
+        mine = {i: pair for i, pair in enumerate(r.pairs) if me in pair}
+        revived = {
+            (p, e): (primary, replica) for p, e, primary, replica in r.revived if me in (primary, replica)
+        }
+        with self._lock:
+            key = (r.app_id, r.shuffle_id)
+            placed = self._shuffles.get(key)
+            if placed is not None and (placed.num_partitions, placed.replicate) != (
+                r.num_partitions,
+                r.replicate,
+            ):
+                raise BadRequest(
+                    f"shuffle {key[0]}/{key[1]} is reserved here with another size or replication"
+                )
+            new = (placed is None) + len(revived.keys() - (placed.revived.keys() if placed else set()))
+            if self._entries + new > self._cap:
+                raise Congested(
+                    f"worker {me} holds {self._entries} reservations, the most it keeps is {self._cap}"
+                )
+            if placed is None:
+                placed = self._shuffles[key] = _Placed(r.num_partitions, r.replicate, 0)
+            self._seq += 1
+            placed.seq = self._seq
+            if r.pairs:
+                placed.n_pairs, placed.mine = len(r.pairs), mine
+            placed.revived.update(revived)
+            self._entries += new
+            return len(self._shuffles)
+
+    def check_push(
+        self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...], replica: str | None
+    ) -> None:
+        """Refuse a PUSH unless every batch's location is placed here as primary, with ``replica``.
+
+        Raises:
+            StaleLocation: a location is not held here as primary at that epoch.
+            BadRequest: a partition out of range, or ``replica`` is not the location's placed peer.
+        """
+        with self._lock:
+            placed = self._placed(app_id, shuffle_id)
+            for partition, epoch in set(batches):
+                pair = self._pair(placed, app_id, shuffle_id, partition, epoch, CopyRole.PRIMARY)
+                if replica != pair[1]:
+                    raise BadRequest(
+                        f"{_where(app_id, shuffle_id, partition, epoch)} is replicated to"
+                        f" {pair[1] or 'no worker'}, the push names {replica or 'no replica'}"
+                    )
+
+    def check_replicate(self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...]) -> None:
+        """Refuse a REPLICATE unless every batch's location is placed here as replica.
+
+        Raises:
+            StaleLocation: a location is not held here as replica at that epoch.
+            BadRequest: a partition out of range.
+        """
+        with self._lock:
+            placed = self._placed(app_id, shuffle_id)
+            for partition, epoch in set(batches):
+                self._pair(placed, app_id, shuffle_id, partition, epoch, CopyRole.REPLICA)
+
+    def _placed(self, app_id: str, shuffle_id: int) -> _Placed:
+        placed = self._shuffles.get((app_id, shuffle_id))
+        if placed is None:
+            raise StaleLocation(
+                f"worker {self._identity.worker_id} holds no location of shuffle {app_id}/{shuffle_id}:"
+                " the master did not place it here (or this worker restarted since)"
+            )
+        return placed
+
+    def _pair(
+        self, placed: _Placed, app_id: str, shuffle_id: int, partition: int, epoch: int, role: str
+    ) -> Pair:
+        if partition >= placed.num_partitions:
+            raise BadRequest(f"partition {partition} is out of range 0..{placed.num_partitions - 1}")
+        pair = placed.pair(partition, epoch)
+        holder = None if pair is None else pair[0] if role == CopyRole.PRIMARY else pair[1]
+        if pair is None or holder != self._identity.worker_id:
+            raise StaleLocation(
+                f"worker {self._identity.worker_id} does not hold"
+                f" {_where(app_id, shuffle_id, partition, epoch)} as {role}"
+            )
+        return pair
+
+    def forget(self, app_id: str, shuffle_id: int | None) -> None:
+        """Drop the reservations of a shuffle (or of every shuffle of an app)."""
+        with self._lock:
+            for key in [k for k in self._shuffles if k[0] == app_id and shuffle_id in (None, k[1])]:
+                self._entries -= 1 + len(self._shuffles.pop(key).revived)
+
+    def forget_unless_since(self, key: ShuffleKey, seq: int) -> bool:
+        """Drop ``key``'s reservations unless a ``RESERVE`` for it came after ``seq``; whether
+        it may go (a shuffle reserved again since the master's answer is kept)."""
+        with self._lock:
+            placed = self._shuffles.get(key)
+            if placed is not None and placed.seq > seq:
+                return False
+            if placed is not None:
+                self._entries -= 1 + len(self._shuffles.pop(key).revived)
+            return True
+
+    @property
+    def seq(self) -> int:
+        """The number of the last ``RESERVE`` taken."""
+        with self._lock:
+            return self._seq
+
+    def keys(self) -> set[ShuffleKey]:
+        """The (app, shuffle) held."""
+        with self._lock:
+            return set(self._shuffles)
+
+
+def _where(app_id: str, shuffle_id: int, partition: int, epoch: int) -> str:
+    return f"{app_id}/{shuffle_id} partition {partition} epoch {epoch}"
