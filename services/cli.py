@@ -328,12 +328,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # kazoo logs every connection at INFO; keep it to warnings unless debugging
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("kazoo").setLevel(logging.WARNING)
-    from croupier.core.errors import CroupierError
+    from croupier.core.errors import BY_STATUS, CroupierError
 
     try:
         result: int = args.func(args)
     except CroupierError as exc:
-        print(f"croupier {args.command}: {exc.code}: {exc.message}", file=sys.stderr)
+        # LogCorrupted and the like travel as INTERNAL; name the class too, operators search for it
+        kind = exc.code if BY_STATUS.get(exc.status) is type(exc) else f"{exc.code} ({type(exc).__name__})"
+        print(f"croupier {args.command}: {kind}: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a data directory or port the OS refused at start-up
+        print(f"croupier {args.command}: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"croupier {args.command}: {exc}", file=sys.stderr)
