@@ -1,6 +1,6 @@
 """The ``croupier`` command line (DESIGN §12). Names here are a public contract.
 
-croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT]
+croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--max-apps N]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
 croupier local [--workers N]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
@@ -49,6 +49,7 @@ def cmd_master(args: argparse.Namespace) -> int:
         worker_timeout=parse_duration(args.worker_timeout),
         app_timeout=parse_duration(args.app_timeout),
         takeover_grace=parse_duration(args.grace),
+        max_apps=args.max_apps,
     )
     if args.ha:
         from croupier.services.ha_master import HaMasterService
@@ -235,6 +236,12 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     m.add_argument("--worker-timeout", default="120s", help="declare a silent worker lost after this")
     m.add_argument("--app-timeout", default="300s", help="expire a silent app after this")
     m.add_argument("--grace", default="30s", help="no worker or app is declared lost this soon after start")
+    m.add_argument(
+        "--max-apps",
+        type=int,
+        default=MasterConfig().max_apps,
+        help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
+    )
     m.set_defaults(func=cmd_master)
 
 
