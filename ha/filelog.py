@@ -67,10 +67,11 @@ Opening (recovery)
    damaged one's stated length, nor anywhere with seq in ``[s, s + 64]``,
    ``s`` being the damaged record's expected seq). It is cut off at the end of
    the last complete group, the file is fsync'ed, and a warning names the file,
-   the offset and the bytes cut (a segment left with no complete group is deleted). Any other damage raises ``LogCorrupted``;
-   nothing is repaired or cut (only files made redundant by the snapshot, in
-   steps 1-3, may already be gone). One consequence: if a crash persisted a later page of
-   the last group but not an earlier one, that also raises ``LogCorrupted``.
+   the offset and the bytes cut (a segment left with no complete group is
+   deleted). Any other damage raises ``LogCorrupted``; nothing is repaired or
+   cut (only files made redundant by the snapshot, in steps 1-3, may already be
+   gone). One consequence: if a crash persisted a later page of the last group
+   but not an earlier one, that also raises ``LogCorrupted``.
 """
 
 from __future__ import annotations

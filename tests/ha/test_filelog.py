@@ -10,8 +10,8 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -500,7 +500,7 @@ def test_an_empty_segment_is_corruption(tmp_path: Path, open_log: Opener, which:
     """Regression (issue 13): a 0-byte segment started an empty master with no warning."""
     write(tmp_path, [[b"a" * 40], [b"b" * 40]], segment_bytes=10)
     (tmp_path / segments(tmp_path)[which]).write_bytes(b"")
-    with pytest.raises(LogCorrupted, match="empty|missing|gap"):
+    with pytest.raises(LogCorrupted, match=r"empty|missing|gap"):
         open_log(tmp_path, segment_bytes=10)
 
 
