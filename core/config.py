@@ -72,7 +72,7 @@ class MasterConfig:
         max_group_events: at most this many events per group commit.
         max_apps: at most this many live (registered, not yet unregistered or expired)
             apps; one more gets ``QUOTA_EXCEEDED``. Each live app has an actor, which is
-            one thread on the master (about 40 KiB of RSS each, see ``tools/app_threads.py``).
+            one thread on the master (about 22 KiB of RSS each; ``tools/app_threads.py``).
     """
 
     worker_timeout: float = 120.0
