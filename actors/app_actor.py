@@ -8,6 +8,9 @@ Threads: every hook runs on the actor's own pykka thread. The master actor
 ``tell``s it heartbeats, shuffle changes and sweep ticks; when heartbeats have
 stopped for ``timeout`` it ``tell``s the master an ``ExpireApp`` command once.
 It never ``.get()``s a future (that could deadlock two actors).
+
+``AppActor.start`` raises ``RuntimeError`` when no thread can be started (a pids
+limit); the actor is then left unregistered, so nothing waits for it.
 """
 
 from __future__ import annotations
@@ -64,6 +67,15 @@ class AppActor(pykka.ThreadingActor):
         self.shuffles: set[int] = set()
         self._submit = submit
         self._expiring = False
+
+    def _start_actor_loop(self) -> None:
+        # pykka registers the actor before it starts the thread; if the thread cannot start,
+        # ActorRegistry.stop_all would wait forever for an actor that never ran
+        try:
+            super()._start_actor_loop()
+        except RuntimeError:
+            pykka.ActorRegistry.unregister(self.actor_ref)
+            raise
 
     def on_receive(self, message: Any) -> Any:
         match message:

@@ -16,6 +16,13 @@ for REGISTER_SHUFFLE and REVIVE_PARTITION, which then wait for the workers'
 If an append fails, the committer refuses everything decided after it, and this
 actor reloads its state from the log (``Reload``) before it accepts more.
 
+Start-up: ``on_start`` loads the log and starts one ``AppActor`` (one thread) per
+registered app; it settles the ``started`` future either way, so the owner waits
+for it and stops with the reason (``LogCorrupted``, ``Unavailable``) instead of
+serving from an actor that never started. A registration whose app actor cannot
+be started (no thread left) is refused with ``UNAVAILABLE`` and logs nothing;
+``config.max_apps`` caps the live apps (``QUOTA_EXCEEDED`` past it).
+
 Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from
 any thread (the RPC server's, app actors'). Reply callbacks run on the
 committer's thread, or the reserver's for placements.
@@ -120,6 +127,7 @@ class MasterActor(pykka.ThreadingActor):
         clock: wall-clock seconds (passed in so tests control time).
         rng: randomness for placement and app ids.
         info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.
+        started: settled once ``on_start`` ends: ``None`` when serving, else the load's exception.
     """
 
     def __init__(
@@ -132,8 +140,10 @@ class MasterActor(pykka.ThreadingActor):
         info: dict[str, Any] | None = None,
         coordinator: CommitCoordinator | None = None,
         on_log_error: Callable[[CroupierError], None] | None = None,
+        started: pykka.Future[None] | None = None,
     ) -> None:
         super().__init__()
+        self._started = started
         self._coordinator = coordinator
         self._reserver: ReservationSender | None = None
         self._on_log_error = on_log_error
@@ -165,7 +175,11 @@ class MasterActor(pykka.ThreadingActor):
         except BaseException:
             # pykka calls neither on_stop nor on_failure when on_start raises
             self._stop_apps()
+            if self._started is not None:
+                self._started.set_exception()
             raise
+        if self._started is not None:
+            self._started.set(None)
 
     def on_stop(self) -> None:
         self._committer.stop()
@@ -209,7 +223,19 @@ class MasterActor(pykka.ThreadingActor):
         )
 
     def _start_app(self, app_id: str, now: float) -> None:
-        self._apps[app_id] = AppActor.start(app_id, now, self._config.app_timeout, self._submit_internal)
+        """Start the app's actor (one thread).
+
+        Raises:
+            Unavailable: no thread could be started (a pids or thread limit).
+        """
+        try:
+            self._apps[app_id] = AppActor.start(app_id, now, self._config.app_timeout, self._submit_internal)
+        except RuntimeError as exc:  # "can't start new thread"
+            raise Unavailable(
+                f"cannot start the actor (a thread) of app {app_id}: {exc}; {len(self._apps)} app actors"
+                " run (is a pids or thread limit reached?); retry later",
+                {"apps": len(self._apps)},
+            ) from exc
 
     def _stop_apps(self) -> None:
         for ref in self._apps.values():
@@ -267,7 +293,8 @@ class MasterActor(pykka.ThreadingActor):
         now = self._clock()
         command = self._enrich(command, now)
         try:
-            body, events = decide(self.state, command, now, self._rng)
+            body, events = decide(self.state, command, now, self._rng, max_apps=self._config.max_apps)
+            self._start_app_actors(events, now)
         except CroupierError as exc:
             self._committer.submit((), _deliver(reply, None, exc))
             return
@@ -326,6 +353,13 @@ class MasterActor(pykka.ThreadingActor):
             return reserves(self.state, events)
         return []
 
+    def _start_app_actors(self, events: list[Event], now: float) -> None:
+        """Start the actors of new apps before their events are folded or logged, so that an
+        actor that cannot start refuses only its own registration (``Unavailable``)."""
+        for event in events:
+            if isinstance(event, AppRegistered):
+                self._start_app(event.app_id, now)
+
     def _enrich(self, command: Command, now: float) -> Command:
         """Add soft state the pure core needs: load scores for placement."""
         if isinstance(command, WorkerHeartbeat):
@@ -341,8 +375,6 @@ class MasterActor(pykka.ThreadingActor):
             case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
-            case AppRegistered(app_id=app_id):
-                self._start_app(app_id, now)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
                 ref = self._apps.pop(app_id, None)
                 if ref is not None:

@@ -143,9 +143,13 @@ class MasterFront:
 
     # -- the actor ---------------------------------------------------------------------------
     def serve(self, event_log: EventLog) -> None:
-        """Start the actor over ``event_log`` and serve every command with it (the embedded master)."""
+        """Start the actor over ``event_log`` and serve every command with it (the embedded master).
+
+        Raises:
+            CroupierError: the log could not be loaded (``LogCorrupted``, ``Unavailable``).
+        """
         info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": type(event_log).__name__}
-        self._actor, self._coordinator = self._start_actor(event_log, info, None)
+        self._actor, self._coordinator = self._start_actor(event_log, info, None, None)
 
     def take_seat(
         self, term: int, event_log: EventLog, on_log_error: Callable[[CroupierError], None]
@@ -164,7 +168,7 @@ class MasterFront:
             "log": type(event_log).__name__,
             "term": term,
         }
-        actor, coordinator = self._start_actor(event_log, info, on_log_error)
+        actor, coordinator = self._start_actor(event_log, info, on_log_error, self._takeover_timeout)
         done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
         take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))
         try:
@@ -180,8 +184,18 @@ class MasterFront:
         self._actor, self._coordinator = actor, coordinator
 
     def _start_actor(
-        self, event_log: EventLog, info: dict[str, Any], on_log_error: Callable[[CroupierError], None] | None
+        self,
+        event_log: EventLog,
+        info: dict[str, Any],
+        on_log_error: Callable[[CroupierError], None] | None,
+        load_timeout: float | None,
     ) -> tuple[ActorRef, CommitCoordinator]:
+        """Start the actor and wait until it has loaded the log.
+
+        Raises:
+            CroupierError: the load failed (``LogCorrupted``, ``Unavailable``) or did not end
+                within ``load_timeout`` (``Unavailable``).
+        """
         actor: ActorRef | None = None
 
         def submit(command: Command) -> None:
@@ -193,6 +207,7 @@ class MasterFront:
                     log.debug("dropped %s: the master actor has stopped", type(command).__name__)
 
         coordinator = CommitCoordinator(submit)
+        started: pykka.ThreadingFuture[None] = pykka.ThreadingFuture()
         actor = MasterActor.start(
             event_log,
             self.config,
@@ -201,7 +216,18 @@ class MasterFront:
             info=info,
             coordinator=coordinator,
             on_log_error=on_log_error,
+            started=started,
         )
+        try:
+            # the load's own error (LogCorrupted, Unavailable), not a dead actor later
+            started.get(timeout=load_timeout)
+        except CroupierError:
+            coordinator.stop()
+            raise
+        except Exception as exc:  # pykka.Timeout, or a thread that could not start
+            coordinator.stop()
+            actor.stop(block=False)
+            raise Unavailable(f"the master actor did not start: {exc!r}") from exc
         return actor, coordinator
 
     def stop_writes(self, reason: str) -> None:

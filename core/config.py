@@ -70,6 +70,9 @@ class MasterConfig:
         takeover_grace: after start-up or a takeover, nobody is declared lost for this long.
         snapshot_every: write a snapshot after this many events.
         max_group_events: at most this many events per group commit.
+        max_apps: at most this many live (registered, not yet unregistered or expired)
+            apps; one more gets ``QUOTA_EXCEEDED``. Each live app has an actor, which is
+            one thread on the master (about 22 KiB of RSS each; ``tools/app_threads.py``).
     """
 
     worker_timeout: float = 120.0
@@ -78,6 +81,7 @@ class MasterConfig:
     takeover_grace: float = 30.0
     snapshot_every: int = 10_000
     max_group_events: int = 4096
+    max_apps: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)

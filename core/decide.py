@@ -43,7 +43,15 @@ from croupier.core.commands import (
     WorkerHeartbeat,
 )
 from croupier.core.enums import WorkerStatus
-from croupier.core.errors import BadRequest, Conflict, NotCommitted, UnknownApp, UnknownShuffle, UnknownWorker
+from croupier.core.errors import (
+    BadRequest,
+    Conflict,
+    NotCommitted,
+    QuotaExceeded,
+    UnknownApp,
+    UnknownShuffle,
+    UnknownWorker,
+)
 from croupier.core.events import (
     AppExpired,
     AppRegistered,
@@ -312,13 +320,23 @@ def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: 
     return DecommissionReply(True, WorkerStatus.DECOMMISSIONING), [WorkerDecommissioning(cmd.worker_id)]
 
 
-def _register_app(state: MasterState, cmd: RegisterApp, now: float, rng: random.Random) -> Decision:
+def _register_app(
+    state: MasterState, cmd: RegisterApp, now: float, rng: random.Random, max_apps: int | None = None
+) -> Decision:
     if cmd.app_id is not None:
         existing = state.apps.get(cmd.app_id)
         if existing is not None:
             if existing.name != cmd.name:
                 raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
             return RegisterAppReply(cmd.app_id, cmd.name), []
+    # a retry of a registration that went through is answered above, even at the cap
+    if max_apps is not None and len(state.apps) >= max_apps:
+        raise QuotaExceeded(
+            f"{len(state.apps)} apps are registered, the most this master allows (--max-apps {max_apps});"
+            " unregister finished apps or raise the cap",
+            {"max_apps": max_apps},
+        )
+    if cmd.app_id is not None:
         new_id = cmd.app_id
     else:
         for _ in range(100):
@@ -579,17 +597,25 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
 }
 
 
-def decide(state: MasterState, command: Command, now: float, rng: random.Random) -> Decision:
+def decide(
+    state: MasterState, command: Command, now: float, rng: random.Random, *, max_apps: int | None = None
+) -> Decision:
     """Decide one command against ``state`` (which is not changed).
+
+    Parameters:
+        max_apps: the cap on live apps a ``RegisterApp`` checks (None: no cap).
 
     Returns:
         The reply body and the events to log before replying.
 
     Raises:
-        CroupierError: the command is refused; nothing is logged.
+        CroupierError: the command is refused; nothing is logged. ``QuotaExceeded``: a new
+            app past ``max_apps``.
     """
     handler = _HANDLERS.get(type(command))
     if handler is None:
         raise BadRequest(f"the master does not handle {type(command).__name__}")
     command.validate()
+    if isinstance(command, RegisterApp):
+        return _register_app(state, command, now, rng, max_apps)
     return handler(state, command, now, rng)

@@ -14,6 +14,7 @@
     ├── NotCommitted          NOT_COMMITTED   (r)  readers wait and ask again
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
+    ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -46,6 +47,7 @@ __all__ = [
     "NotCommitted",
     "NotEnoughWorkers",
     "NotLeader",
+    "QuotaExceeded",
     "RequestTimeout",
     "StaleLocation",
     "Unavailable",
@@ -215,6 +217,17 @@ class InternalError(CroupierError):
     status = 16
 
 
+class QuotaExceeded(CroupierError):
+    """A configured cap is reached (live apps: ``croupier master --max-apps``).
+
+    Not retriable: the same call keeps failing until something is released
+    (an app unregistered or expired) or the operator raises the cap.
+    """
+
+    code = "QUOTA_EXCEEDED"
+    status = 17
+
+
 _BY_CODE: dict[str, type[CroupierError]] = {
     cls.code: cls
     for cls in (
@@ -232,6 +245,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         Conflict,
         NotCommitted,
         InternalError,
+        QuotaExceeded,
     )
 }
 BY_STATUS: dict[int, type[CroupierError]] = {cls.status: cls for cls in _BY_CODE.values()}

@@ -26,7 +26,15 @@ A group (one ``append``) is encoded into one buffer, written with one
 makes a group atomic: records after the last ``END_OF_GROUP`` record are an
 unfinished group and are never returned. A new segment is started, before a
 group, once the current one holds ``segment_bytes`` or more; a group is never
-split across segments. Segment names are fsync'ed into the directory.
+split across segments. A segment is born holding its first group: written as
+``log-<first_seq>.seg.tmp``, fsync'ed, renamed, and its name fsync'ed into the
+directory. So no segment file is ever empty, and an empty one is damage.
+
+A failed write (``ENOSPC``, ``EIO``) refuses that group (``Unavailable``); the
+group is not durable and is never read. The next write first cuts the last
+segment back to its last durable group and fsyncs it (a reopen in place); if
+that works, writing goes on, so a disk that filled up once works again as soon
+as it has space, without a restart.
 
 Snapshot file: a 28-byte header (``struct "<8sQQI"``) followed by the data::
 
@@ -53,15 +61,17 @@ Opening (recovery)
    ``<= snapshot seq`` (left over by a crash after a snapshot).
 4. Validate every record of the rest: length, crc, seq consecutive from the
    segment's name, and each segment continuing the previous one with no gap.
+   A 0-byte segment, or a missing one (a gap), is ``LogCorrupted``.
 5. A *torn tail* is damage or an unfinished group at the end of the LAST
    segment with no valid record after it (no valid record right behind the
    damaged one's stated length, nor anywhere with seq in ``[s, s + 64]``,
    ``s`` being the damaged record's expected seq). It is cut off at the end of
    the last complete group, the file is fsync'ed, and a warning names the file,
-   the offset and the bytes cut. Any other damage raises ``LogCorrupted``;
-   nothing is repaired or cut (only files made redundant by the snapshot, in
-   steps 1-3, may already be gone). One consequence: if a crash persisted a later page of
-   the last group but not an earlier one, that also raises ``LogCorrupted``.
+   the offset and the bytes cut (a segment left with no complete group is
+   deleted). Any other damage raises ``LogCorrupted``; nothing is repaired or
+   cut (only files made redundant by the snapshot, in steps 1-3, may already be
+   gone). One consequence: if a crash persisted a later page of the last group
+   but not an earlier one, that also raises ``LogCorrupted``.
 """
 
 from __future__ import annotations
@@ -246,7 +256,8 @@ class FileEventLog:
         _segments: the live segment files, oldest first; the last is open for append.
         _size: bytes of complete groups in the last segment.
         _last_seq, _snapshot_seq: as returned by ``last_seq()`` / ``latest_snapshot()``.
-        _failed: the OSError that broke an append; afterwards writes raise ``Unavailable``.
+        _failed: the OSError that broke an append; the next write first cuts the last segment
+            back to ``_size`` (``_recover_from_failure``) and raises ``Unavailable`` if it cannot.
         _lock: serialises every method (appends and snapshots from different threads).
 
     Raises:
@@ -325,7 +336,7 @@ class FileEventLog:
             else:
                 live.append(seg)
 
-        last = base
+        last, sizes = base, []
         for i, seg in enumerate(live):
             if i == 0 and not 1 <= seg.first_seq <= base + 1:
                 raise _corrupted(
@@ -335,11 +346,15 @@ class FileEventLog:
                 raise _corrupted(
                     seg.path, None, f"seq gap: the previous segment ends at {last}, this one starts later"
                 )
-            self._size, last = self._validate_segment(seg, is_last=i == len(live) - 1)
+            size, last = self._validate_segment(seg, is_last=i == len(live) - 1)
+            sizes.append(size)
 
-        if live and last <= base:
-            live.pop().path.unlink()  # the newest segment is wholly in the snapshot too
-            self._size = 0
+        if live and (last <= base or sizes[-1] == 0):
+            # the newest segment is wholly in the snapshot too, or its only group was torn (deleted)
+            with contextlib.suppress(FileNotFoundError):
+                live.pop().path.unlink()
+            sizes.pop()
+        self._size = sizes[-1] if sizes else 0
         self._segments = live
         self._last_seq = max(last, base)
         if live:
@@ -349,6 +364,8 @@ class FileEventLog:
         """Check every record; cut a torn tail of the last segment. Returns ``(size, last seq)``."""
         with open(seg.path, "rb") as f:
             data = f.read()
+        if not data:
+            raise _corrupted(seg.path, None, "the segment is empty (segments are born holding a group)")
         offset, seq = 0, seg.first_seq
         group_end, group_seq = 0, seg.first_seq - 1
         bad: int | None = None
@@ -380,10 +397,14 @@ class FileEventLog:
                 raise _corrupted(
                     seg.path, bad, f"invalid record (expected seq {seq}) followed by a valid one at {good}"
                 )
-        with open(seg.path, "r+b") as f:
-            f.truncate(group_end)
-            f.flush()
-            os.fsync(f.fileno())
+        if group_end == 0:
+            seg.path.unlink()  # never leave an empty segment: it would read as damage
+            _fsync_dir(self.directory)
+        else:
+            with open(seg.path, "r+b") as f:
+                f.truncate(group_end)
+                f.flush()
+                os.fsync(f.fileno())
         log.warning(
             "event log %s: torn tail at offset %d: cut %d bytes (an unfinished group from seq %d)",
             seg.path,
@@ -402,10 +423,37 @@ class FileEventLog:
     def _check_writable(self) -> None:
         self._check_open()
         if self._failed is not None:
+            self._recover_from_failure(self._failed)
+
+    def _recover_from_failure(self, failed: OSError) -> None:
+        """Cut the last segment back to its last durable group, fsync it, and write again.
+
+        Raises:
+            Unavailable: the cut failed too (the disk is still full or broken); retried next write.
+        """
+        try:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            with contextlib.suppress(FileNotFoundError):  # a new segment whose rename failed
+                (self.directory / _segment_name(self._last_seq + 1)).unlink()
+            if self._segments:
+                fd = os.open(self._segments[-1].path, os.O_WRONLY | os.O_APPEND)
+                self._fd = fd
+                os.ftruncate(fd, self._size)
+                os.fsync(fd)
+        except OSError as exc:
             raise Unavailable(
-                f"event log {self.directory} refused a write: an earlier write failed ({self._failed});"
-                " reopen it to learn what is durable"
-            )
+                f"event log {self.directory} refused a write: an earlier write failed ({failed})"
+                f" and the log cannot be cut back to seq {self._last_seq} yet ({exc})"
+            ) from exc
+        log.warning(
+            "event log %s: writable again after a failed write (%s); it holds seq 1..%d",
+            self.directory,
+            failed,
+            self._last_seq,
+        )
+        self._failed = None
 
     def append(self, records: Sequence[bytes]) -> int:
         """See :meth:`EventLog.append`. One ``os.write`` and one ``os.fsync`` per group.
@@ -422,27 +470,41 @@ class FileEventLog:
             buf = encode_group(group, self._last_seq + 1)
             try:
                 if self._fd is None or self._size >= self.segment_bytes:
-                    self._roll()
-                assert self._fd is not None
-                _write_all(self._fd, buf)
-                os.fsync(self._fd)
+                    self._start_segment(buf)
+                else:
+                    _write_all(self._fd, buf)
+                    os.fsync(self._fd)
             except OSError as exc:
-                # After a failed fsync the page cache state is unknown; only a reopen can tell.
+                # After a failed write or fsync the page cache state is unknown: the next write
+                # cuts the group off before anything else is written (_recover_from_failure).
                 self._failed = exc
                 raise Unavailable(f"cannot append to event log {self.directory}: {exc}") from exc
             self._size += len(buf)
             self._last_seq += len(group)
             return self._last_seq
 
-    def _roll(self) -> None:
+    def _start_segment(self, first_group: bytes) -> None:
+        """A new segment holding ``first_group``: written as ``.tmp``, fsync'ed, renamed, and
+        the directory fsync'ed, so that no segment file is ever empty."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         seg = _Segment(self._last_seq + 1, self.directory / _segment_name(self._last_seq + 1))
-        self._fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        tmp = seg.path.with_name(seg.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        try:
+            _write_all(fd, first_group)
+            os.fsync(fd)
+            os.replace(tmp, seg.path)
+            _fsync_dir(self.directory)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        self._fd = fd
         self._segments.append(seg)
         self._size = 0
-        _fsync_dir(self.directory)
 
     def read(self, after: int = 0) -> Iterator[tuple[int, bytes]]:
         """See :meth:`EventLog.read`. Reads the files lazily, one segment open at a time.

@@ -3,27 +3,53 @@
 Usage::
 
     state = load_state(log)      # state.seq == log.last_seq()
+
+Stateless; runs on the caller's thread (the master actor's, or a follower's control thread).
 """
 
 from __future__ import annotations
 
+from croupier.core.errors import CroupierError
 from croupier.core.events import decode_event
 from croupier.core.state import MasterState, apply
-from croupier.ha.eventlog import EventLog, replay
+from croupier.ha.eventlog import EventLog, LogCorrupted, replay
 
 __all__ = ["load_state"]
+
+# what a stored snapshot or record that passed its checksum but cannot be folded raises:
+# BadRequest (decode), InvalidEvent (the fold), and the plain errors a damaged snapshot's
+# JSON can give ``MasterState.from_snapshot``
+_UNREPLAYABLE = (CroupierError, ValueError, KeyError, TypeError)
 
 
 def load_state(log: EventLog) -> MasterState:
     """Fold the log into a fresh state.
 
     Raises:
-        InvalidEvent / BadRequest: the log holds an event the fold rejects (a bug or corruption).
+        LogCorrupted: the log holds a snapshot or an event that cannot be decoded or folded
+            (an unknown event kind, an event the fold rejects): a bug or corruption. The
+            message names the seq; nothing is skipped.
+        Unavailable: the log cannot be read.
     """
     data, start, tail = replay(log)
-    state = MasterState.from_snapshot(data) if data is not None else MasterState()
+    try:
+        state = MasterState.from_snapshot(data) if data is not None else MasterState()
+    except _UNREPLAYABLE as exc:
+        raise _unreplayable(f"the snapshot at seq {start}", start, exc) from exc
     state.seq = start
     for seq, record in tail:
-        apply(state, decode_event(record))
+        try:
+            apply(state, decode_event(record))
+        except _UNREPLAYABLE as exc:
+            raise _unreplayable(f"record {seq}", seq, exc) from exc
         state.seq = seq
     return state
+
+
+def _unreplayable(what: str, seq: int, exc: Exception) -> LogCorrupted:
+    reason = exc.message if isinstance(exc, CroupierError) else repr(exc)
+    return LogCorrupted(
+        f"event log corrupted: {what} passed its checksum but cannot be replayed: {reason};"
+        " refusing to start (nothing is skipped)",
+        {"seq": seq},
+    )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         InternalError,
         NotCommitted,
         NotEnoughWorkers,
+        QuotaExceeded,
         UnknownApp,
         UnknownShuffle,
     )
@@ -51,6 +52,7 @@ __all__ = [
     "InternalError",
     "NotCommitted",
     "NotEnoughWorkers",
+    "QuotaExceeded",
     "Reader",
     "Shuffle",
     "UnknownApp",
@@ -78,6 +80,7 @@ _EXPORTS = {
             "InternalError",
             "NotCommitted",
             "NotEnoughWorkers",
+            "QuotaExceeded",
             "UnknownApp",
             "UnknownShuffle",
         )

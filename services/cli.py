@@ -1,6 +1,6 @@
 """The ``croupier`` command line (DESIGN §12). Names here are a public contract.
 
-croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT]
+croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--max-apps N]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
 croupier local [--workers N]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
@@ -50,6 +50,7 @@ def cmd_master(args: argparse.Namespace) -> int:
         worker_timeout=parse_duration(args.worker_timeout),
         app_timeout=parse_duration(args.app_timeout),
         takeover_grace=parse_duration(args.grace),
+        max_apps=args.max_apps,
     )
     if args.ha:
         from croupier.services.ha_master import HaMasterService
@@ -242,6 +243,12 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     m.add_argument("--worker-timeout", default="120s", help="declare a silent worker lost after this")
     m.add_argument("--app-timeout", default="300s", help="expire a silent app after this")
     m.add_argument("--grace", default="30s", help="no worker or app is declared lost this soon after start")
+    m.add_argument(
+        "--max-apps",
+        type=int,
+        default=MasterConfig().max_apps,
+        help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
+    )
     m.set_defaults(func=cmd_master)
 
 
@@ -353,12 +360,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     # kazoo logs every connection at INFO; keep it to warnings unless debugging
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("kazoo").setLevel(logging.WARNING)
-    from croupier.core.errors import CroupierError
+    from croupier.core.errors import BY_STATUS, CroupierError
 
     try:
         result: int = args.func(args)
     except CroupierError as exc:
-        print(f"croupier {args.command}: {exc.code}: {exc.message}", file=sys.stderr)
+        # LogCorrupted and the like travel as INTERNAL; name the class too, operators search for it
+        kind = exc.code if BY_STATUS.get(exc.status) is type(exc) else f"{exc.code} ({type(exc).__name__})"
+        print(f"croupier {args.command}: {kind}: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a data directory or port the OS refused at start-up
+        print(f"croupier {args.command}: {exc}", file=sys.stderr)
         return 1
     except ValueError as exc:
         print(f"croupier {args.command}: {exc}", file=sys.stderr)

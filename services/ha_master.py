@@ -31,7 +31,7 @@ from croupier.core.urls import parse_master_url
 from croupier.ha.leadership import Leadership
 from croupier.ha.standby import HotStandby
 from croupier.ha.zklog import ZooKeeperEventLog
-from croupier.services._lifecycle import Service
+from croupier.services._lifecycle import Service, raise_fd_limit
 
 __all__ = ["HaMasterService"]
 
@@ -94,6 +94,7 @@ class HaMasterService(Service):
 
     def start(self) -> Self:
         try:
+            raise_fd_limit()  # one descriptor per client connection, as in MasterService
             self._zk = KazooClient(
                 hosts=self._hosts,
                 timeout=self._session_timeout,

@@ -21,7 +21,7 @@ from croupier.actors.master_front import MasterFront
 from croupier.core.config import MasterConfig
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
-from croupier.services._lifecycle import Service
+from croupier.services._lifecycle import Service, raise_fd_limit
 
 __all__ = ["MasterService"]
 
@@ -62,6 +62,8 @@ class MasterService(Service):
 
     def start(self) -> Self:
         try:
+            # one descriptor per client connection: a short limit made libzmq spin on EMFILE
+            log.debug("descriptor limit %d", raise_fd_limit())
             if self._given_log is not None:
                 self._log = self._given_log
             elif self._data_dir is not None:

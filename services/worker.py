@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,7 +46,7 @@ from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
-from croupier.services._lifecycle import Service
+from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
@@ -58,16 +57,6 @@ from croupier.transports.rpc import Handler, RpcServer
 __all__ = ["WorkerService", "raise_fd_limit"]
 
 log = logging.getLogger(__name__)
-
-
-def raise_fd_limit() -> int:
-    """DESIGN §11: a worker may host thousands of locations; take the hard limit of descriptors."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            return hard
-    return soft
 
 
 class WorkerService(Service):

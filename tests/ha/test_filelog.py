@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -10,6 +11,7 @@ import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -149,12 +151,12 @@ def test_torn_first_group_of_a_fresh_segment(tmp_path: Path, open_log: Opener) -
     write(tmp_path, [[b"a" * 40], [b"b" * 40]], segment_bytes=10)
     assert segments(tmp_path) == ["log-00000000000000000001.seg", "log-00000000000000000002.seg"]
     newest = tmp_path / "log-00000000000000000002.seg"
-    for cut in (0, 5, 30):
-        with open(newest, "r+b") as f:
-            f.truncate(cut)
+    content = newest.read_bytes()
+    for cut in (5, 30):
+        newest.write_bytes(content[:cut])
         log = open_log(tmp_path, segment_bytes=10)
         assert records(log) == [b"a" * 40]
-        assert newest.stat().st_size == 0
+        assert not newest.exists()  # deleted, not left empty: an empty segment is damage
         log.close()
     log = open_log(tmp_path, segment_bytes=10)
     assert log.append([b"c"]) == 2
@@ -428,7 +430,7 @@ def test_two_opens_of_one_directory(tmp_path: Path, open_log: Opener) -> None:
     assert records(second) == [b"still fine"]
 
 
-def test_failed_fsync_refuses_further_writes(
+def test_failed_fsync_cuts_the_group_and_writes_again_once_the_disk_works(
     tmp_path: Path, open_log: Opener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log = open_log(tmp_path)
@@ -440,16 +442,80 @@ def test_failed_fsync_refuses_further_writes(
     monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(Unavailable, match="Input/output error"):
         log.append([b"b"])
+    with pytest.raises(Unavailable, match="cannot be cut back"):
+        log.append([b"c"])  # the disk still fails: refused, nothing written
     monkeypatch.undo()
-    with pytest.raises(Unavailable, match="earlier write failed"):
-        log.append([b"c"])
-    with pytest.raises(Unavailable):
-        log.write_snapshot(1, b"")
     assert log.last_seq() == 1
+    assert log.append([b"d"]) == 2  # b was refused, so it is not durable: cut off, never read
+    log.write_snapshot(1, b"s")
+    assert list(log.read(after=1)) == [(2, b"d")]
     log.close()
-    # The write itself reached the file; only a reopen can tell, and it does.
     log = open_log(tmp_path)
-    assert records(log) == [b"a", b"b"]
+    assert log.latest_snapshot() == (1, b"s")
+    assert list(log.read(after=1)) == [(2, b"d")]
+
+
+def test_enospc_is_not_forever(tmp_path: Path, open_log: Opener, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (issue 13): after the disk filled once, every write was refused until a restart."""
+    log = open_log(tmp_path, segment_bytes=64)
+    log.append([b"a" * 40])
+    real_write = os.write
+
+    def full(fd: int, data: Any) -> int:
+        real_write(fd, bytes(data)[:10])  # a partial write, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    for group in ([b"b"], [b"c" * 40]):
+        with pytest.raises(Unavailable, match="No space left"):
+            log.append(group)
+    monkeypatch.undo()
+    assert log.append([b"e" * 40]) == 2  # space is back: the same open log writes again
+    assert log.append([b"f"]) == 3  # and rolls a new segment
+    assert records(log) == [b"a" * 40, b"e" * 40, b"f"]
+    log.close()
+    assert records(open_log(tmp_path, segment_bytes=64)) == [b"a" * 40, b"e" * 40, b"f"]
+
+
+def test_a_failed_new_segment_leaves_no_file(
+    tmp_path: Path, open_log: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path, segment_bytes=10)
+    log.append([b"a" * 40])
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(Unavailable):
+        log.append([b"b"])
+    monkeypatch.undo()
+    assert segments(tmp_path) == ["log-00000000000000000001.seg"]
+    assert log.append([b"c"]) == 2
+    assert records(log) == [b"a" * 40, b"c"]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_an_empty_segment_is_corruption(tmp_path: Path, open_log: Opener, which: int) -> None:
+    """Regression (issue 13): a 0-byte segment started an empty master with no warning."""
+    write(tmp_path, [[b"a" * 40], [b"b" * 40]], segment_bytes=10)
+    (tmp_path / segments(tmp_path)[which]).write_bytes(b"")
+    with pytest.raises(LogCorrupted, match=r"empty|missing|gap"):
+        open_log(tmp_path, segment_bytes=10)
+
+
+def test_a_zeroed_only_segment_is_corruption(tmp_path: Path, open_log: Opener) -> None:
+    write(tmp_path, GROUPS[:2])
+    only_segment(tmp_path).write_bytes(b"")
+    with pytest.raises(LogCorrupted, match="empty"):
+        open_log(tmp_path)
+
+
+def test_a_missing_middle_segment_is_corruption(tmp_path: Path, open_log: Opener) -> None:
+    write(tmp_path, [[b"a" * 40], [b"b" * 40], [b"c" * 40]], segment_bytes=10)
+    (tmp_path / segments(tmp_path)[1]).unlink()
+    with pytest.raises(LogCorrupted, match="gap"):
+        open_log(tmp_path, segment_bytes=10)
 
 
 def test_failed_snapshot_keeps_the_old_one(

@@ -21,6 +21,7 @@ EXPECTED = [
     "InternalError",
     "NotCommitted",
     "NotEnoughWorkers",
+    "QuotaExceeded",
     "Reader",
     "Shuffle",
     "UnknownApp",

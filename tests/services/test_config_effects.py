@@ -76,6 +76,7 @@ def test_every_master_setting_takes_effect() -> None:
         takeover_grace=50.0,
         snapshot_every=3,
         max_group_events=1,
+        max_apps=1,
     )
     clock = FakeClock(1000.0)
     log = MemoryEventLog()
@@ -87,6 +88,7 @@ def test_every_master_setting_takes_effect() -> None:
         client.call(_worker(0))
         client.call(_worker(1))
         app = client.call(c.RegisterApp("job"))["app_id"]
+        seen["second app"] = _refused(client, c.RegisterApp("second"))
         clock.now = 1040.0
         client.call(c.WorkerHeartbeat("w1", "inc"))
         client.call(c.AppHeartbeat(app))
@@ -118,8 +120,18 @@ def test_every_master_setting_takes_effect() -> None:
             "snapshot_every": lambda _: seen["snapshot"] is not None,
             # one command's events per group, however many commands wait together
             "max_group_events": lambda _: described["log_groups"] == described["log_records"] > 40,
+            "max_apps": lambda _: seen["second app"] == "QUOTA_EXCEEDED",
         },
     )
+
+
+def _refused(client: MasterClient, command: c.Command) -> str:
+    """The error code the master answers ``command`` with ("" if it accepts it)."""
+    try:
+        client.call(command)
+    except CroupierError as exc:
+        return exc.code
+    return ""
 
 
 def _register_many(url: str, k: int) -> None:
