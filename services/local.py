@@ -54,7 +54,14 @@ class _Child:
             [*CLI, *args], stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL
         )
         assert self.popen.stdout is not None
-        self.first_line = self.popen.stdout.readline().decode().strip()
+        try:
+            self.first_line = self.popen.stdout.readline().decode().strip()
+        except BaseException:
+            # interrupted (Ctrl-C) before the child said it is up: nobody else holds it, end it here
+            self.kill()
+            self.popen.stdout.close()
+            self._log.close()
+            raise
         if not self.first_line:
             self.stop()
             raise RuntimeError(f"croupier {' '.join(args)} failed to start; see {log_path}")
