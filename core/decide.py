@@ -490,8 +490,11 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         raise NotCommitted(
             f"shuffle {cmd.app_id}/{cmd.shuffle_id}: {len(info.winners)} of {info.num_mappers} maps ended"
         )
-    # an epoch whose copies all failed loses data only if some winner declared the partition
-    lost = {p for p in _lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) != ()}
+    # With declarations, loss is what the seal check proved (``lost_maps``): an epoch whose
+    # copies all failed may have held nothing a winner needs (its pushes were refused and
+    # went to the next epoch), and readers prove the batches themselves. Without them
+    # (winners from before declarations were logged) an epoch with no copy left is a loss.
+    lost = {p for p in _lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) is None}
     for p, _, hi in cmd.lost_maps:
         if not 0 <= p < info.num_partitions or hi > info.num_mappers:
             raise BadRequest(f"lost_maps names partition {p} or map {hi - 1}, out of range")

@@ -174,8 +174,15 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
     p0, r0 = info.current(0).primary, info.current(0).replica
     p1 = info.current(1).primary
     assert r0 is not None
+    # as the coordinator reports it: both copies of partition 0 failed, so map 0's seal there is gone
     reply = master(
-        c.ReportCommit("app1", 0, failed_copies=((0, 0, p0), (0, 0, r0), (1, 0, p1)), total_bytes=9)
+        c.ReportCommit(
+            "app1",
+            0,
+            failed_copies=((0, 0, p0), (0, 0, r0), (1, 0, p1)),
+            total_bytes=9,
+            lost_maps=((0, 0, 1),),
+        )
     )
     assert reply["lost_partitions"] == [0]
     committed = [e for e in master.log if isinstance(e, ShuffleCommitted)]
@@ -186,6 +193,24 @@ def test_commit_needs_every_map_and_names_lost_partitions(master: Master) -> Non
     # a repeated report changes nothing
     master(c.ReportCommit("app1", 0))
     assert len([e for e in master.log if isinstance(e, ShuffleCommitted)]) == 1
+
+
+def test_an_epoch_whose_copies_all_failed_is_no_loss_when_every_declared_seal_survives(
+    master: Master,
+) -> None:
+    # verify --ha found this false DataLost: epoch 0 was placed on a worker's stale incarnation and
+    # on a worker that then paused; every push went to epoch 1, whose copies hold every seal
+    master(c.RegisterShuffle("app1", 1, 2))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    p0, r0 = info.current(0).primary, info.current(0).replica
+    assert r0 is not None
+    master(c.RevivePartition("app1", 0, 0, 0, failed_workers=(r0,)))
+    master(c.MapperEnd("app1", 0, 0, 0, 2, bits(2, 0, 1)))
+    reply = master(c.ReportCommit("app1", 0, failed_copies=((0, 0, p0), (0, 0, r0))))
+    assert reply["lost_partitions"] == []
+    loc = master(c.GetLocations("app1", 0, 0))
+    assert loc["lost"] is False and sorted(w for _, w in loc["failed_copies"]) == sorted([p0, r0])
 
 
 def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_once(master: Master) -> None:
@@ -363,6 +388,8 @@ def test_a_partition_no_winner_declared_is_not_lost_when_its_copies_fail(master:
     info = master.state.shuffle("app1", 0)
     assert info is not None
     failed = tuple((p, 0, info.current(p).primary) for p in range(2))
-    assert master(c.ReportCommit("app1", 0, failed_copies=failed))["lost_partitions"] == [1]
+    # the coordinator's verdict: map 0's seal for partition 1 survives nowhere
+    report = c.ReportCommit("app1", 0, failed_copies=failed, lost_maps=((1, 0, 1),))
+    assert master(report)["lost_partitions"] == [1]
     empty = master(c.GetLocations("app1", 0, 0))
     assert empty["lost"] is False and empty["maps"] == [] and empty["failed_copies"]

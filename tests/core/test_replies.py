@@ -116,10 +116,11 @@ PINNED = {
         'ol_port":13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","statu'
         's":"active"},"replica":{"worker_id":"w0","host":"h0","control_port":10,"push_port":20,"rep'
         'licate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"}}],"lost":true,"fai'
-        'led_copies":[[0,"w0"],[0,"w3"]],"maps":[[0,2]]},{"partition":2,"locations":[{"epoch":0,"pr'
-        'imary":{"worker_id":"w2","host":"h2","control_port":12,"push_port":22,"replicate_port":32,'
-        '"fetch_port":42,"incarnation":"inc2","status":"decommissioning"},"replica":{"worker_id":"w'
-        '1","status":"removed"}}],"lost":false,"failed_copies":[[0,"w1"]],"maps":[[0,2]]}]}'
+        'led_copies":[[0,"w0"],[0,"w3"]],"maps":[[0,2]],"lost_maps":[[0,2]]},{"partition":2,"locati'
+        'ons":[{"epoch":0,"primary":{"worker_id":"w2","host":"h2","control_port":12,"push_port":22,'
+        '"replicate_port":32,"fetch_port":42,"incarnation":"inc2","status":"decommissioning"},"repl'
+        'ica":{"worker_id":"w1","status":"removed"}}],"lost":false,"failed_copies":[[0,"w1"]],"maps'
+        '":[[0,2]]}]}'
     ),
     "status": (
         '{"term":1,"leader":"tcp://m:1","seq":0,"workers":[{"worker_id":"w0","host":"h0","control_p'
@@ -188,7 +189,9 @@ def scenario() -> list[tuple[str, Reply]]:
     run("mapper_end", c.MapperEnd("app1", 0, 0, 1, 3, "Bw=="))  # partitions 0, 1, 2
     run("mapper_end_again", c.MapperEnd("app1", 0, 0, 0, 3, "Bw=="))
     run("mapper_end_last", c.MapperEnd("app1", 0, 1, 0, 2, "BQ=="))  # partitions 0, 2
-    run("report_commit", c.ReportCommit("app1", 0, ((0, 0, "w0"), (0, 0, "w3"), (2, 0, "w1")), 99, 3))
+    # both copies of partition 0 failed: the seals of maps 0 and 1 there survive nowhere
+    failed = ((0, 0, "w0"), (0, 0, "w3"), (2, 0, "w1"))
+    run("report_commit", c.ReportCommit("app1", 0, failed, 99, 3, lost_maps=((0, 0, 2),)))
     run("get_locations", c.GetLocations("app1", 0, 1))
     run("get_locations_batch", c.GetLocationsBatch("app1", 0, (0, 2)))
     run("status", c.Status())
