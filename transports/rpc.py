@@ -557,6 +557,23 @@ class RpcServer:
             else:
                 self.stats.dropped += 1
                 logger.warning("%s: reply to %s failed: %s", self.name, _peer_name(peer), exc)
+        except Exception as exc:
+            # A payload pyzmq cannot send (a handler's bug): answer INTERNAL in its place,
+            # so that the client is not left waiting and the loop goes on.
+            self.stats.replies -= 1
+            logger.exception("%s: reply to %s could not be sent", self.name, _peer_name(peer))
+            if error is None:
+                self._send_internal(peer, frames[0], exc)
+            else:
+                self.stats.dropped += 1
+
+    def _send_internal(self, peer: bytes, header: Payload, exc: Exception) -> None:
+        """Replace an OK reply that could not be sent by an INTERNAL error reply."""
+        self.stats.internal_errors += 1
+        msg_type, request_id = peek_ids(header)
+        error = InternalError(f"the reply could not be sent: {type(exc).__name__}")
+        _, data = encode_error_body(error)
+        self._send(peer, reply_frames(msg_type, request_id, error.status, data), error)
 
 
 class RpcClient:
