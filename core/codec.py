@@ -179,6 +179,13 @@ def _int(value: Any, path: str) -> int:
 def _str(value: Any, path: str) -> str:
     if type(value) is not str:
         raise _expect("a string", value, path)
+    if not value.isascii():
+        # JSON may spell a lone surrogate ("\ud800"): such a string cannot be encoded
+        # again, and would kill whichever thread next writes it to a socket or a file.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BadRequest(f"{path}: not valid Unicode ({exc.reason} at index {exc.start})") from exc
     return value
 
 

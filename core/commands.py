@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 
 from croupier.core.codec import from_json, to_json
 from croupier.core.errors import BadRequest
-from croupier.core.ids import app_id, int_id, worker_id
+from croupier.core.ids import app_id, int_id, text, worker_id
+from croupier.core.urls import check_host, check_port, check_tcp_url
 from croupier.core.wire import MsgType
 
 __all__ = [
@@ -87,10 +88,9 @@ class RegisterWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
-        if not self.host or len(self.host) > 255:
-            raise BadRequest("host must be 1..255 characters")
+        check_host(self.host)
         for name in ("control_port", "push_port", "replicate_port", "fetch_port"):
-            int_id(name, getattr(self, name), 65535)
+            check_port(getattr(self, name), name)
         int_id("slots", self.slots)
         worker_id(self.incarnation)
 
@@ -123,6 +123,7 @@ class LoseWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        text("reason", self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +135,7 @@ class ExcludeWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        text("reason", self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +236,7 @@ class RevivePartition(Command):
         _shuffle(self)
         int_id("partition", self.partition)
         int_id("epoch", self.epoch)
+        text("reason", self.reason)
         for w in self.failed_workers:
             worker_id(w)
 
@@ -343,8 +346,7 @@ class TakeOver(Command):
 
     def validate(self) -> None:
         int_id("term", self.term)
-        if not self.leader.startswith("tcp://"):
-            raise BadRequest("leader must be a tcp:// URL")
+        check_tcp_url(self.leader, "leader")
 
 
 INTERNAL_TYPES = frozenset({int(MsgType.TAKE_OVER)})
