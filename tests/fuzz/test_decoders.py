@@ -97,7 +97,7 @@ def _sample(name: str) -> Any:
 
 @fuzz_settings()
 @given(
-    st.sampled_from(sorted(COMMAND_TYPES) + [0, 2, 99, 65535]),
+    st.sampled_from([*sorted(COMMAND_TYPES), 0, 2, 99, 65535]),
     st.one_of(
         mutated(_valid_bodies()), st.binary(max_size=200), json_values.map(lambda v: json.dumps(v).encode())
     ),
