@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from croupier.core.batch import MAX_BATCH_BYTES
 from croupier.core.errors import BadRequest
 
 __all__ = [
     "HEADER_SIZE",
     "MAGIC",
+    "MAX_BODY_BYTES",
+    "MAX_CONTROL_FRAME_BYTES",
+    "MAX_DATA_FRAME_BYTES",
     "VERSION",
     "Header",
     "Kind",
@@ -40,6 +44,15 @@ VERSION = 1
 _STRUCT = struct.Struct("<4sBBHQHH")
 HEADER_SIZE = _STRUCT.size
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# The largest frame a server accepts, per port (ZMQ_MAXMSGSIZE: libzmq drops the
+# connection of a peer that sends a larger one, before any of it is buffered).
+# Control requests (the master's port, a worker's control and fetch ports) are small
+# JSON bodies: the largest legal one, GET_LOCATIONS_BATCH of 10,000 partitions, is
+# about 110 KB.
+MAX_CONTROL_FRAME_BYTES = 1024 * 1024
+# PUSH and REPLICATE carry one batch per data frame, and a batch holds at most
+# MAX_BATCH_BYTES; their header and body frames are far below it.
+MAX_DATA_FRAME_BYTES = MAX_BATCH_BYTES
 
 
 class Kind(IntEnum):
