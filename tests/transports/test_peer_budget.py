@@ -36,7 +36,7 @@ def big_reply(request: Request, responder: Responder) -> None:
     if request.body.get("json"):
         responder.ok({"blob": "x" * size})
     else:
-        responder.ok({}, [bytearray(size)])
+        responder.ok({}, [b"\x01" * size])
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_unread_replies_are_bounded_per_peer(ctx: _Ctx, json_body: bool) -> None
             assert server.stats.parked > 0
             with RpcClient(server.url, context=ctx, timeout=5, retries=0) as other:
                 assert other.call(MsgType.PING, {"size": 10}).body == {}
-            got = set()
+            got: set[int] = set()
             while len(got) < REQUESTS and lazy.poll(10_000):
                 got.add(Header.decode(lazy.recv_multipart()[0]).request_id)
             assert got == set(range(1, REQUESTS + 1))
