@@ -103,6 +103,11 @@ def _peer_name(peer: bytes) -> str:
     return peer[:8].hex()
 
 
+def _nbytes(frames: Frames) -> int:
+    # A handler's bad payload (not a buffer) is refused when it is sent, not here.
+    return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
+
+
 def _type_name(msg_type: int) -> str:
     try:
         return f"{MsgType(msg_type).name}({msg_type})"
@@ -535,6 +540,10 @@ class RpcServer:
         self._dispatch(frames)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
+        self._budget.admitted(frames[0].bytes)
+        self._answer(frames)
+
+    def _answer(self, frames: list[zmq.Frame]) -> None:
         peer = frames[0].bytes
         views = [f.buffer for f in frames[1:]]
         try:
@@ -577,6 +586,7 @@ class RpcServer:
             return
         # Counted as sent first and taken back on failure, for the same reason.
         self.stats.replies += 1
+        self._budget.replied(peer, _nbytes(frames))
         try:
             # copy=False: pyzmq still copies frames under 64 KiB and sends larger ones zero-copy.
             # NOBLOCK: the server thread must never wait on one slow peer.
@@ -611,7 +621,7 @@ class RpcServer:
         track = len(frames[-1]) >= COPY_THRESHOLD
         tracker = sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False, track=track)
         if track and tracker is not None:
-            self._budget.charge(peer, tracker, sum(len(f) for f in frames))
+            self._budget.charge(peer, tracker, _nbytes(frames))
 
     def _send_internal(self, peer: bytes, header: Payload, exc: Exception) -> None:
         """Replace an OK reply that could not be sent by an INTERNAL error reply."""
