@@ -44,7 +44,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
 
 def unread(url: str, msg_type: int, body: bytes) -> int:
     """Send REQUESTS requests and read nothing; the RSS growth once the server is done sending."""
-    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.RCVHWM, 1)
     sock.setsockopt(zmq.RCVBUF, 64 * 1024)
