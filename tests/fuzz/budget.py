@@ -3,7 +3,8 @@
 CI runs every target with a small ``max_examples``. A long run sets
 ``CROUPIER_FUZZ_EXAMPLES=N``: each decoder target then runs ``N`` inputs (targets
 that touch files run ``N // 10``), with no example database and a 5 s deadline
-per input, so that an input that hangs fails the run. ``CROUPIER_FUZZ_REPORT=path``
+per input (30 s in a long run, which shares the machine), so that an input that
+hangs fails the run. ``CROUPIER_FUZZ_REPORT=path``
 writes the tally (inputs per target) as JSON at the end of the session.
 """
 
