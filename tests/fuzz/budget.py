@@ -35,7 +35,7 @@ def fuzz_settings(*, files: bool = False) -> Callable[[F], F]:
     checks = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
     if LONG_RUN:
         return settings(
-            max_examples=examples, deadline=timedelta(seconds=5), database=None, suppress_health_check=checks
+            max_examples=examples, deadline=timedelta(seconds=30), database=None, suppress_health_check=checks
         )
     return settings(max_examples=examples, deadline=timedelta(seconds=5), suppress_health_check=checks)
 
