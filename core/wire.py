@@ -138,14 +138,20 @@ def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
     """Decode a JSON body frame.
 
     Raises:
-        BadRequest: not UTF-8, not JSON, too large, or not a JSON object.
+        BadRequest: not UTF-8, not JSON (``NaN`` and ``Infinity`` included), too large,
+            or not a JSON object.
     """
     if len(frame) > MAX_BODY_BYTES:
         raise BadRequest(f"JSON body of {len(frame)} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        value = json.loads(bytes(frame).decode("utf-8"))
+        value = json.loads(bytes(frame).decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadRequest(f"body is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise BadRequest(f"body must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are not JSON (Python's json reads them unless told not to)."""
+    raise ValueError(f"{name} is not a JSON number")

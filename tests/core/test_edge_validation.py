@@ -6,6 +6,7 @@ Each case here was accepted before, and reached the event log or a ZeroMQ endpoi
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -132,3 +133,25 @@ def test_events_with_lone_surrogates_are_refused() -> None:
     raw = json.dumps({"e": "AppRegistered", "v": 1, "app_id": "a", "name": "\ud800"}).encode()
     with pytest.raises(BadRequest, match="not valid Unicode"):
         decode_event(raw)
+
+
+@pytest.mark.parametrize("raw", [b'{"a":NaN}', b'{"a":[Infinity]}', b'{"a":-Infinity}'])
+def test_bodies_with_non_json_numbers_are_refused(raw: bytes) -> None:
+    with pytest.raises(BadRequest, match="not a JSON number"):
+        decode_body(raw)
+
+
+def test_infinite_floats_are_refused_by_the_codec() -> None:
+    body = {"app_id": "a", "num_mappers": 1, "num_partitions": 1, "loads": {"w": 1e400}}
+    with pytest.raises(BadRequest, match="finite"):
+        decode_command(30, body)
+
+
+@pytest.mark.parametrize("key", ["²", "1" * 5000, "٣"])
+def test_int_keys_that_int_cannot_read_are_bad_request(key: str) -> None:
+    @dataclass
+    class Keyed:
+        counts: dict[int, int]
+
+    with pytest.raises(BadRequest):
+        from_json(Keyed, {"counts": {key: 1}})
