@@ -5,7 +5,12 @@ CI runs every target with a small ``max_examples``. A long run sets
 that touch files run ``N // 10``), with no example database and a 5 s deadline
 per input (30 s in a long run, which shares the machine), so that an input that
 hangs fails the run. ``CROUPIER_FUZZ_REPORT=path``
-writes the tally (inputs per target) as JSON at the end of the session.
+writes the tally (inputs per target) as JSON at the end of the session. A long run
+needs ``--timeout=0`` (pytest-timeout's 180 s per test would cut it; the per-input
+deadline still catches a hang)::
+
+    CROUPIER_FUZZ_EXAMPLES=140000 CROUPIER_FUZZ_REPORT=fuzz.json .venv/bin/python -m pytest \
+        -p no:randomly --timeout=0 tests/fuzz/test_decoders.py tests/fuzz/test_filelog_fuzz.py
 """
 
 from __future__ import annotations

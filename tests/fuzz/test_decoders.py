@@ -2,7 +2,7 @@
 value that encodes again, or refused with the decoder's documented error. Any other
 exception, or a hang (the 5 s deadline), fails.
 
-Run long: ``CROUPIER_FUZZ_EXAMPLES=150000 CROUPIER_FUZZ_REPORT=fuzz.json pytest tests/fuzz``.
+Run long as ``tests/fuzz/budget.py`` says (``CROUPIER_FUZZ_EXAMPLES``, ``--timeout=0``).
 """
 
 from __future__ import annotations
