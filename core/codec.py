@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -117,6 +119,8 @@ def _is_plain(tp: Any) -> bool:
 
 
 Converter = Callable[[Any, str], Any]
+# an int key as JSON spells it: ASCII digits only ("²".isdigit() is true), never more than an int id holds
+_INT_KEY = re.compile(r"-?[0-9]{1,19}")
 _PLANS: dict[type, tuple[list[tuple[str, Converter, bool]], frozenset[str]]] = {}
 
 
@@ -179,6 +183,13 @@ def _int(value: Any, path: str) -> int:
 def _str(value: Any, path: str) -> str:
     if type(value) is not str:
         raise _expect("a string", value, path)
+    if not value.isascii():
+        # JSON may spell a lone surrogate ("\ud800"): such a string cannot be encoded
+        # again, and would kill whichever thread next writes it to a socket or a file.
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BadRequest(f"{path}: not valid Unicode ({exc.reason} at index {exc.start})") from exc
     return value
 
 
@@ -191,7 +202,14 @@ def _bool(value: Any, path: str) -> bool:
 def _float(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _expect("a number", value, path)
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError as exc:  # an integer beyond any float
+        raise BadRequest(f"{path}: {value!r:.40} is out of range") from exc
+    if not math.isfinite(number):
+        # Python's json reads NaN and Infinity, which JSON has not: nothing could encode them again
+        raise BadRequest(f"{path}: expected a finite number, got {number}")
+    return number
 
 
 def _any(value: Any, path: str) -> Any:
@@ -303,7 +321,9 @@ def _compile_dict(tp: Any) -> Converter:
             raise _expect("an object", value, path)
         out = {}
         for k, v in value.items():
-            key = int(k) if key_t is int and isinstance(k, str) and k.lstrip("-").isdigit() else k
+            key = k
+            if key_t is int and isinstance(k, str) and _INT_KEY.fullmatch(k):
+                key = int(k)
             out[key_conv(key, f"{path}.key")] = val_conv(v, f"{path}.{k}")
         return out
 

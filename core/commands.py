@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 from croupier.core.bitmap import bitmap_size, decode_bitmap
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.errors import BadRequest
-from croupier.core.ids import app_id, int_id, worker_id
+from croupier.core.ids import app_id, int_id, text, worker_id
+from croupier.core.urls import check_host, check_port, check_tcp_url
 from croupier.core.wire import MsgType
 
 __all__ = [
@@ -89,10 +90,9 @@ class RegisterWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
-        if not self.host or len(self.host) > 255:
-            raise BadRequest("host must be 1..255 characters")
+        check_host(self.host)
         for name in ("control_port", "push_port", "replicate_port", "fetch_port"):
-            int_id(name, getattr(self, name), 65535)
+            check_port(getattr(self, name), name)
         int_id("slots", self.slots)
         worker_id(self.incarnation)
 
@@ -136,6 +136,7 @@ class LoseWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        text("reason", self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,7 @@ class ExcludeWorker(Command):
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        text("reason", self.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,7 @@ class RevivePartition(Command):
         _shuffle(self)
         int_id("partition", self.partition)
         int_id("epoch", self.epoch)
+        text("reason", self.reason)
         for w in self.failed_workers:
             worker_id(w)
 
@@ -382,8 +385,7 @@ class TakeOver(Command):
 
     def validate(self) -> None:
         int_id("term", self.term)
-        if not self.leader.startswith("tcp://"):
-            raise BadRequest("leader must be a tcp:// URL")
+        check_tcp_url(self.leader, "leader")
 
 
 INTERNAL_TYPES = frozenset({int(MsgType.TAKE_OVER)})

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from croupier.core.wire import MAX_DATA_FRAME_BYTES
+
 __all__ = ["ClientConfig", "MasterConfig", "WorkerConfig", "parse_duration", "parse_size"]
 
 _SIZE_UNITS = {
@@ -96,7 +98,9 @@ class WorkerConfig:
         flush_threshold: a location hands its buffer to the flusher at this size.
         chunk_size: the target size of fetch chunks.
         replicate_timeout: how long a primary waits for its replica.
-        max_message_bytes: the largest frame the worker accepts.
+        max_message_bytes: the largest frame the push and replicate ports accept (default
+            ``MAX_DATA_FRAME_BYTES``, the largest batch); the control and fetch ports take
+            ``MAX_CONTROL_FRAME_BYTES`` (1 MiB). A larger frame drops the connection.
         commit_fsync: fsync every data file, index and directory at commit. Off by
             default: a batch is acked once it is in memory on two workers, a worker
             process that dies leaves its writes in the page cache, and every batch
@@ -114,7 +118,7 @@ class WorkerConfig:
     flush_threshold: int = 256 * 1024
     chunk_size: int = 8 * 1024**2
     replicate_timeout: float = 10.0
-    max_message_bytes: int = 300 * 1024**2
+    max_message_bytes: int = MAX_DATA_FRAME_BYTES
     commit_fsync: bool = False
     partition_actors: int = 4
 

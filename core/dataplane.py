@@ -32,6 +32,7 @@ from croupier.core.codec import to_json
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest
 from croupier.core.ids import app_id, int_id, worker_id
+from croupier.core.urls import check_tcp_url
 from croupier.core.wire import MsgType
 
 __all__ = [
@@ -84,8 +85,7 @@ class Push:
         if self.replica is not None:
             worker_id(self.replica.worker_id)
             worker_id(self.replica.incarnation)
-            if not self.replica.url.startswith("tcp://"):
-                raise BadRequest(f"replica url {self.replica.url!r} is not tcp://host:port")
+            check_tcp_url(self.replica.url, "replica.url")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from croupier.core.batch import MAX_BATCH_BYTES
 from croupier.core.errors import BadRequest
 
 __all__ = [
     "HEADER_SIZE",
     "MAGIC",
+    "MAX_BODY_BYTES",
+    "MAX_CONTROL_FRAME_BYTES",
+    "MAX_DATA_FRAME_BYTES",
     "VERSION",
     "Header",
     "Kind",
@@ -40,6 +44,15 @@ VERSION = 1
 _STRUCT = struct.Struct("<4sBBHQHH")
 HEADER_SIZE = _STRUCT.size
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# The largest frame a server accepts, per port (ZMQ_MAXMSGSIZE: libzmq drops the
+# connection of a peer that sends a larger one, before any of it is buffered).
+# Control requests (the master's port, a worker's control and fetch ports) are small
+# JSON bodies: the largest legal one, GET_LOCATIONS_BATCH of 10,000 partitions, is
+# about 110 KB.
+MAX_CONTROL_FRAME_BYTES = 1024 * 1024
+# PUSH and REPLICATE carry one batch per data frame, and a batch holds at most
+# MAX_BATCH_BYTES; their header and body frames are far below it.
+MAX_DATA_FRAME_BYTES = MAX_BATCH_BYTES
 
 
 class Kind(IntEnum):
@@ -126,14 +139,20 @@ def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
     """Decode a JSON body frame.
 
     Raises:
-        BadRequest: not UTF-8, not JSON, too large, or not a JSON object.
+        BadRequest: not UTF-8, not JSON (``NaN`` and ``Infinity`` included), too large,
+            or not a JSON object.
     """
     if len(frame) > MAX_BODY_BYTES:
         raise BadRequest(f"JSON body of {len(frame)} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        value = json.loads(bytes(frame).decode("utf-8"))
+        value = json.loads(bytes(frame).decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadRequest(f"body is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise BadRequest(f"body must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN`` and ``Infinity`` are not JSON (Python's json reads them unless told not to)."""
+    raise ValueError(f"{name} is not a JSON number")

@@ -36,7 +36,7 @@ from croupier.actors.partition_actor import PartitionActor
 from croupier.core.commands import RegisterWorker
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
-from croupier.core.wire import MsgType
+from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
@@ -183,12 +183,14 @@ class WorkerService(Service):
         )
 
     def _serve(self, name: str, handler: Handler, *types: MsgType) -> None:
+        # only push and replicate carry batches; control and fetch requests are small JSON
+        data_port = name in ("push", "replicate")
         server = RpcServer(
             f"tcp://{self.host}:0",
             handler,
             name=f"worker-{name}",
             allowed_types=[int(t) for t in types],
-            max_message_bytes=self.config.max_message_bytes,
+            max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
         )
         server.start()
         self._servers[name] = server

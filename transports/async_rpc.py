@@ -164,13 +164,28 @@ class AsyncRpcClient:
                 os.write(self._wake_w, b"\0")
 
     def _peer(self, url: str) -> _Peer:
+        """The peer for ``url``, connected on first use.
+
+        Raises:
+            Unavailable: ZeroMQ refused the endpoint.
+            BadRequest: the URL cannot even be encoded (a lone surrogate, say).
+        """
         peer = self._peers.get(url)
         if peer is None:
             sock = self._context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, 100_000)
-            sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.connect(url)
+            try:
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.SNDHWM, 100_000)
+                sock.setsockopt(zmq.RCVHWM, 100_000)
+                sock.connect(url)
+            except zmq.ZMQError as exc:
+                sock.close(linger=0)
+                raise Unavailable(f"cannot connect to {url!r}: {exc}") from exc
+            except Exception as exc:
+                # pyzmq encodes the endpoint first: a URL that is not encodable is the
+                # caller's bad input, and the socket must not outlive it
+                sock.close(linger=0)
+                raise BadRequest(f"cannot connect to {url!r}: {exc}") from exc
             peer = self._peers[url] = _Peer(sock)
             self._poller.register(sock, zmq.POLLIN)
         return peer
@@ -215,26 +230,37 @@ class AsyncRpcClient:
         self._poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stopping:
-                timeout_ms = 1000
-                if self._deadlines:
-                    timeout_ms = max(0, min(1000, int((self._deadlines[0][0] - time.monotonic()) * 1000) + 1))
-                events = dict(self._poller.poll(timeout_ms))
-                if self._wake_r in events:
-                    with contextlib.suppress(BlockingIOError):
-                        while os.read(self._wake_r, 4096):
-                            pass
-                self._wake_due = False  # before the drain: a send after this point wakes us again
-                self._send_queued()
-                for url, peer in list(self._peers.items()):
-                    if peer.sock in events:
-                        self._receive(url, peer)
-                self._expire()
-        except Exception:  # pragma: no cover - a bug; fail loudly but answer every callback
-            log.exception("async RPC client thread failed")
+                try:
+                    self._turn()
+                except zmq.ContextTerminated:
+                    log.error("%s: context terminated under a running client", self._name)
+                    return
+                except Exception:
+                    # One bad request or reply must never end the thread (every later
+                    # callback would hang); back off a little so a persistent fault does not spin.
+                    log.exception("%s: unexpected error in the client loop", self._name)
+                    time.sleep(0.01)
         finally:
             self._fail_all(Unavailable("the client stopped"))
             for url in list(self._peers):
                 self._drop_peer(url, Unavailable("the client stopped"))
+
+    def _turn(self) -> None:
+        """One wake-up: send what was queued, read what arrived, expire what is late."""
+        timeout_ms = 1000
+        if self._deadlines:
+            timeout_ms = max(0, min(1000, int((self._deadlines[0][0] - time.monotonic()) * 1000) + 1))
+        events = dict(self._poller.poll(timeout_ms))
+        if self._wake_r in events:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 4096):
+                    pass
+        self._wake_due = False  # before the drain: a send after this point wakes us again
+        self._send_queued()
+        for url, peer in list(self._peers.items()):
+            if peer.sock in events:
+                self._receive(url, peer)
+        self._expire()
 
     def _send_queued(self) -> None:
         while True:
@@ -244,8 +270,11 @@ class AsyncRpcClient:
                 return
             try:
                 peer = self._peer(url)
-            except zmq.ZMQError as exc:
-                callback(None, Unavailable(f"cannot connect to {url}: {exc}"))
+            except CroupierError as exc:
+                try:
+                    callback(None, exc)
+                except Exception:
+                    log.exception("callback for %r failed", url)
                 continue
             self._pending[rid] = _Pending(url, msg_type, callback, deadline)
             peer.pending.add(rid)
@@ -257,6 +286,10 @@ class AsyncRpcClient:
                 self._finish(rid, None, Unavailable(f"{url} has too many queued requests"))
             except zmq.ZMQError as exc:
                 self._finish(rid, None, Unavailable(f"send to {url} failed: {exc}"))
+            except Exception as exc:
+                # a frame pyzmq cannot send (not a buffer): the sender's bug, this request only
+                log.exception("%s: request %d to %r could not be sent", self._name, rid, url)
+                self._finish(rid, None, BadRequest(f"request to {url!r} could not be sent: {exc}"))
 
     def _receive(self, url: str, peer: _Peer) -> None:
         for _ in range(1000):

@@ -56,8 +56,9 @@ from croupier.core.errors import (
     Unavailable,
     error_from_wire,
 )
-from croupier.core.wire import Header, Kind, MsgType, decode_body, encode_body
+from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Header, Kind, MsgType, decode_body, encode_body
 from croupier.transports._framing import (
+    COPY_THRESHOLD,
     Frames,
     Payload,
     encode_error_body,
@@ -65,6 +66,7 @@ from croupier.transports._framing import (
     peek_ids,
     reply_frames,
 )
+from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 
 __all__ = [
     "Handler",
@@ -84,6 +86,8 @@ _HWM = 1000
 # The poll timeout is only a safety net: stop() and cross-thread replies wake the
 # loop through the pipe, so the server never sleeps through work.
 _POLL_MS = 1000
+# While replies are in flight to some peer, the loop looks this often whether they left.
+_REAP_MS = 10
 # Messages read per wake-up before the loop looks at queued replies again, so a
 # flood of requests cannot starve replies coming from worker threads.
 _RECV_BATCH = 256
@@ -97,6 +101,11 @@ _Socket = zmq.Socket[bytes]
 def _peer_name(peer: bytes) -> str:
     # Identities are opaque and may be up to 255 bytes; a prefix identifies them in logs.
     return peer[:8].hex()
+
+
+def _nbytes(frames: Frames) -> int:
+    # A handler's bad payload (not a buffer) is refused when it is sent, not here.
+    return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
 
 
 def _type_name(msg_type: int) -> str:
@@ -141,6 +150,8 @@ class RpcServerStats:
         replies: replies handed to libzmq, OK or not.
         unroutable: replies to peers that had gone (EHOSTUNREACH).
         dropped: replies not sent for another reason (peer at its HWM, server stopped).
+        parked: requests held back because their peer had a full reply budget.
+        shed: requests dropped because their peer's parked requests were full too.
     """
 
     requests: int = 0
@@ -150,6 +161,8 @@ class RpcServerStats:
     replies: int = 0
     unroutable: int = 0
     dropped: int = 0
+    parked: int = 0
+    shed: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -260,10 +273,14 @@ class RpcServer:
         context: a shared context (needed for ``inproc://``); when None the
             server creates one and terminates it in :meth:`stop`.
         name: used in the thread name and in logs.
-        max_message_bytes: libzmq drops connections that send a larger frame.
+        max_message_bytes: libzmq drops connections that send a larger frame; the default
+            suits control ports (``MAX_CONTROL_FRAME_BYTES``, 1 MiB).
         allowed_types: msg_types the server serves; others get BAD_REQUEST.
         on_batch_end: called on the server thread after each burst of requests it read,
             so that a handler can hand a whole burst to another thread at once.
+        max_peer_reply_bytes: bytes of replies (of 64 KiB and more) one peer may leave
+            unread; past it, its new requests wait (up to as many bytes of them) until
+            its replies drain, and further ones are dropped. Other peers are not slowed.
     """
 
     def __init__(
@@ -273,11 +290,13 @@ class RpcServer:
         *,
         context: _Context | None = None,
         name: str = "rpc",
-        max_message_bytes: int = 64 * 1024 * 1024,
+        max_message_bytes: int = MAX_CONTROL_FRAME_BYTES,
         allowed_types: Collection[int] | None = None,
         on_batch_end: Callable[[], None] | None = None,
+        max_peer_reply_bytes: int = DEFAULT_PEER_REPLY_BYTES,
     ) -> None:
         self.name = name
+        self._budget = PeerBudget(max_peer_reply_bytes)
         self._on_batch_end = on_batch_end
         self.stats = RpcServerStats()
         self._bind = bind
@@ -458,12 +477,13 @@ class RpcServer:
         try:
             while not self._stopping:
                 try:
-                    events = dict(poller.poll(_POLL_MS))
+                    events = dict(poller.poll(_REAP_MS if self._budget.busy else _POLL_MS))
                     if events.get(wake_fd):
                         self._drain_wake(wake_fd)
                     if events.get(sock):
                         self._drain_socket(sock)
                     self._drain_outbox()
+                    self._resume_parked()
                 except zmq.ContextTerminated:
                     logger.error("%s: context terminated under a running server", self.name)
                     return
@@ -497,8 +517,33 @@ class RpcServer:
                 except Exception:
                     logger.exception("%s: on_batch_end failed", self.name)
 
+    def _resume_parked(self) -> None:
+        """Handle parked requests of the peers whose replies have drained below their cap."""
+        for peer in self._budget.reap():
+            while (frames := self._budget.unpark(peer)) is not None:
+                try:
+                    self._dispatch(frames)
+                except Exception:
+                    logger.exception("%s: unexpected error handling a parked message", self.name)
+
     def _handle(self, frames: list[zmq.Frame]) -> None:
         self.stats.requests += 1
+        peer = frames[0].bytes
+        if self._budget.over(peer):
+            # The peer is not reading its replies: its requests wait, the others' do not.
+            if self._budget.park(peer, frames):
+                self.stats.parked += 1
+            else:
+                self.stats.shed += 1
+                self._warn_bad("%s: peer %s reads no replies; request shed", self.name, _peer_name(peer))
+            return
+        self._dispatch(frames)
+
+    def _dispatch(self, frames: list[zmq.Frame]) -> None:
+        self._budget.admitted(frames[0].bytes)
+        self._answer(frames)
+
+    def _answer(self, frames: list[zmq.Frame]) -> None:
         peer = frames[0].bytes
         views = [f.buffer for f in frames[1:]]
         try:
@@ -541,10 +586,11 @@ class RpcServer:
             return
         # Counted as sent first and taken back on failure, for the same reason.
         self.stats.replies += 1
+        self._budget.replied(peer, _nbytes(frames))
         try:
             # copy=False: pyzmq still copies frames under 64 KiB and sends larger ones zero-copy.
             # NOBLOCK: the server thread must never wait on one slow peer.
-            sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False)
+            self._send_tracked(sock, peer, frames)
         except zmq.Again:
             self.stats.replies -= 1
             self.stats.dropped += 1
@@ -557,6 +603,33 @@ class RpcServer:
             else:
                 self.stats.dropped += 1
                 logger.warning("%s: reply to %s failed: %s", self.name, _peer_name(peer), exc)
+        except Exception as exc:
+            # A payload pyzmq cannot send (a handler's bug): answer INTERNAL in its place,
+            # so that the client is not left waiting and the loop goes on.
+            self.stats.replies -= 1
+            logger.exception("%s: reply to %s could not be sent", self.name, _peer_name(peer))
+            if error is None:
+                self._send_internal(peer, frames[0], exc)
+            else:
+                self.stats.dropped += 1
+
+    def _send_tracked(self, sock: _Socket, peer: bytes, frames: Frames) -> None:
+        """Send a reply; one whose last frame goes zero-copy is charged to the peer's budget.
+
+        pyzmq tracks only the last frame, which libzmq releases after the earlier ones.
+        """
+        track = len(frames[-1]) >= COPY_THRESHOLD
+        tracker = sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False, track=track)
+        if track and tracker is not None:
+            self._budget.charge(peer, tracker, _nbytes(frames))
+
+    def _send_internal(self, peer: bytes, header: Payload, exc: Exception) -> None:
+        """Replace an OK reply that could not be sent by an INTERNAL error reply."""
+        self.stats.internal_errors += 1
+        msg_type, request_id = peek_ids(header)
+        error = InternalError(f"the reply could not be sent: {type(exc).__name__}")
+        _, data = encode_error_body(error)
+        self._send(peer, reply_frames(msg_type, request_id, error.status, data), error)
 
 
 class RpcClient:

@@ -43,7 +43,11 @@ def echo(request: Request, responder: Responder) -> None:
 
 @pytest.fixture
 def server(ctx: _Ctx) -> Iterator[RpcServer]:
-    with RpcServer("tcp://127.0.0.1:0", echo, context=ctx, name="garbage", allowed_types=ALLOWED) as srv:
+    # over the 16 MiB body limit but under the frame limit: the body check answers BAD_REQUEST
+    big = 64 * 1024 * 1024
+    with RpcServer(
+        "tcp://127.0.0.1:0", echo, context=ctx, name="garbage", allowed_types=ALLOWED, max_message_bytes=big
+    ) as srv:
         yield srv
 
 

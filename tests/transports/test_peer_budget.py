@@ -1,0 +1,83 @@
+"""Replies are bounded in bytes per peer (issue 13): a client that stops reading stalls only itself.
+
+100 requests for 8 MiB replies (the size of a fetch chunk) from a client that reads
+nothing: before, the server queued all of them (800 MiB); now it holds about the
+per-peer cap (64 MiB) and parks the rest, serves other clients meanwhile, and answers
+every request once the client reads again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+import zmq
+
+from croupier.core.wire import Header, Kind, MsgType
+from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES
+from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
+
+_Ctx = zmq.Context[zmq.Socket[bytes]]
+MIB = 1024 * 1024
+REPLY = 8 * MIB
+REQUESTS = 100
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def big_reply(request: Request, responder: Responder) -> None:
+    # a fresh buffer per reply, as a fetch reads each chunk from disk
+    size = int(request.body.get("size", REPLY))
+    if request.body.get("json"):
+        responder.ok({"blob": "x" * size})
+    else:
+        responder.ok({}, [b"\x01" * size])
+
+
+@pytest.fixture
+def ctx() -> Iterator[_Ctx]:
+    context: _Ctx = zmq.Context()
+    yield context
+    context.term()
+
+
+def settle(server: RpcServer) -> None:
+    """Wait until the server stops sending (its counters hold still for 0.5 s)."""
+    last = None
+    while (now := (server.stats.replies, server.stats.parked)) != last:
+        last = now
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("json_body", [False, True], ids=["fetch-chunks", "master-json"])
+def test_unread_replies_are_bounded_per_peer(ctx: _Ctx, json_body: bool) -> None:
+    with RpcServer("tcp://127.0.0.1:0", big_reply, context=ctx, name="budget") as server:
+        lazy = ctx.socket(zmq.DEALER)
+        lazy.setsockopt(zmq.LINGER, 0)
+        lazy.setsockopt(zmq.RCVHWM, 1)  # the client reads nothing, and buffers little itself
+        lazy.setsockopt(zmq.RCVBUF, 64 * 1024)
+        lazy.connect(server.url)
+        try:
+            before = rss()
+            body = b'{"json":true}' if json_body else b"{}"
+            for rid in range(1, REQUESTS + 1):
+                lazy.send_multipart([Header(Kind.REQUEST, MsgType.PING, rid).encode(), body])
+            settle(server)
+            grown = rss() - before
+            print(f"RSS +{grown / MIB:.0f} MiB after {REQUESTS} unread {REPLY // MIB} MiB replies")
+            # the cap, plus replies in the kernel and the client's own buffers, with margin
+            assert grown < DEFAULT_PEER_REPLY_BYTES + 12 * REPLY, f"grew {grown / MIB:.0f} MiB"
+            assert server.stats.parked > 0
+            with RpcClient(server.url, context=ctx, timeout=5, retries=0) as other:
+                assert other.call(MsgType.PING, {"size": 10}).body == {}
+            got: set[int] = set()
+            while len(got) < REQUESTS and lazy.poll(10_000):
+                got.add(Header.decode(lazy.recv_multipart()[0]).request_id)
+            assert got == set(range(1, REQUESTS + 1))
+        finally:
+            lazy.close(linger=0)
