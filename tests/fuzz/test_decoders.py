@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from croupier._assemble import CorruptChunk, parse_chunk
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import from_json, to_json
-from croupier.core.commands import COMMAND_TYPES, Command, decode_command, encode_command
+from croupier.core.commands import COMMAND_TYPES, Command, MapperEnd, decode_command, encode_command
 from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, OpenStream, Push, Replicate
 from croupier.core.errors import BadRequest
 from croupier.core.events import EVENT_TYPES, decode_event, encode_event
@@ -75,7 +75,7 @@ def test_frame_header(frame: bytes, rest: list[bytes]) -> None:
 
 def _valid_bodies() -> st.SearchStrategy[bytes]:
     samples = [
-        encode_command(cls(**{f.name: _sample(f.name) for f in fields(cls) if _required(f)}))[1]
+        encode_command(cls(**{f.name: _sample(cls, f.name) for f in fields(cls) if _required(f)}))[1]
         for cls in COMMAND_TYPES.values()
     ]
     return st.sampled_from([encode_body(s) for s in samples])
@@ -85,8 +85,10 @@ def _required(f: Any) -> bool:
     return f.default is MISSING and f.default_factory is MISSING
 
 
-def _sample(name: str) -> Any:
+def _sample(cls: type, name: str) -> Any:
     """A valid value for a required command field, by its name (robust to new fields)."""
+    if cls is MapperEnd and name == "partitions":
+        return "AQ=="  # a bitmap of partition 0 (MAPPER_END declares what it wrote)
     named: dict[str, Any] = {"partitions": (0, 1), "leader": "tcp://h:1", "host": "h"}
     if name in named:
         return named[name]
@@ -119,7 +121,7 @@ def test_control_message(msg_type: int, raw: bytes) -> None:
 def test_control_message_fields(msg_type: int, data: st.DataObject) -> None:
     ran("control message fields (core/commands.py, one odd value per field)")
     cls = COMMAND_TYPES[msg_type]
-    body = encode_command(cls(**{f.name: _sample(f.name) for f in fields(cls) if _required(f)}))[1]
+    body = encode_command(cls(**{f.name: _sample(cls, f.name) for f in fields(cls) if _required(f)}))[1]
     if body:
         body[data.draw(st.sampled_from(sorted(body)))] = data.draw(st.one_of(json_values, odd_strings))
     try:
@@ -202,7 +204,10 @@ def _chunk(batches: list[tuple[int, int, int, bytes, bool]]) -> bytes:
     out = []
     for m, a, b, data, seal in batches:
         payload = b"" if seal else data
-        out.append(BatchHeader(m, a, b, len(payload), int(seal), batch_digest(payload)).encode() + payload)
+        out.append(
+            BatchHeader(m, a, b, len(payload), int(seal), batch_digest(m, a, b, int(seal), payload)).encode()
+            + payload
+        )
     return b"".join(out)
 
 
@@ -254,5 +259,6 @@ def test_dataplane_samples_are_valid(cls: type[Any]) -> None:
 def test_command_samples_are_valid(msg_type: int) -> None:
     cls = COMMAND_TYPES[msg_type]
     decode_command(
-        msg_type, encode_command(cls(**{f.name: _sample(f.name) for f in fields(cls) if _required(f)}))[1]
+        msg_type,
+        encode_command(cls(**{f.name: _sample(cls, f.name) for f in fields(cls) if _required(f)}))[1],
     )
