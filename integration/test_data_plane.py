@@ -6,7 +6,6 @@ import json
 import os
 import random
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,18 +48,6 @@ def check_all(sh: croupier.Shuffle, expected: dict[int, list[bytes]]) -> None:
     for p, items in expected.items():
         got = list(sh.reader(p))
         assert sorted(got) == sorted(items), f"partition {p}: {len(got)} records, expected {len(items)}"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
-        yield cl
 
 
 def wait_lost(cluster: LocalCluster, workers: set[str]) -> None:

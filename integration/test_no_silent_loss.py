@@ -14,13 +14,13 @@ import croupier
 from croupier.core import commands as c
 from croupier.core.batch import BATCH_HEADER, iter_batches
 from croupier.core.codec import to_json
-from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.dataplane import Destroy
 from croupier.core.errors import DataLostError
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
+from integration.conftest import local_cluster
 from integration.test_data_plane import check_all, write_all
 
 pytestmark = pytest.mark.integration
@@ -28,13 +28,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=5.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
+    with local_cluster(tmp_path, worker_timeout=5.0) as cl:
         yield cl
 
 

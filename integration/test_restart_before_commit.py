@@ -9,13 +9,11 @@ read the sibling copies instead of a copy that holds only the later maps' data.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import croupier
-from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
+from croupier.core.config import ClientConfig
 from croupier.services.local import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -23,18 +21,6 @@ pytestmark = pytest.mark.integration
 MAPPERS = 6
 PARTITIONS = 9
 RECORDS = 150
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
-        yield cl
 
 
 def _records(map_id: int) -> dict[int, list[bytes]]:

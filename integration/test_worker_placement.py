@@ -5,7 +5,6 @@ longer knows (its DESTROY never reached the worker) are deleted when the worker 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import croupier
 from croupier.core import commands as c
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import from_json, to_json
-from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.dataplane import CommitFiles, CommitFilesReply, Push, ReplicaTarget, WorkerInfoReply
 from croupier.core.errors import BadRequest, StaleLocation
 from croupier.core.wire import MsgType
@@ -25,18 +23,6 @@ from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
-        yield cl
 
 
 def _url(address: dict[str, Any], port: str) -> str:

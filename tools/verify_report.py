@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from croupier.tools.verify_shuffle import Outcome
+from croupier.tools.verify_shuffle import Outcome, all_clear
 
 __all__ = ["Cell", "Report"]
 
@@ -66,14 +66,7 @@ class Cell:
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.duplicated
-            or self.bad
-            or self.false_data_lost
-            or self.missed_data_lost
-            or self.errors
-        )
+        return all_clear(self)
 
 
 @dataclass(slots=True)

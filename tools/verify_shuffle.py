@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import croupier
 from croupier._writer import Writer
@@ -58,6 +59,30 @@ class Shape:
     map_bytes: int = 256 * 1024
 
 
+class _Tally(Protocol):
+    lost: int
+    duplicated: int
+    bad: int
+    false_data_lost: int
+    missed_data_lost: int
+
+    @property
+    def errors(self) -> Sized | int: ...
+
+
+def all_clear(tally: _Tally) -> bool:
+    """No loss, duplicate, bad record, false or missed ``DataLost``, or unexplained error."""
+    errors = tally.errors if isinstance(tally.errors, int) else len(tally.errors)
+    return not (
+        tally.lost
+        or tally.duplicated
+        or tally.bad
+        or tally.false_data_lost
+        or tally.missed_data_lost
+        or errors
+    )
+
+
 @dataclass(slots=True)
 class Outcome:
     """What one shuffle under one fault came to.
@@ -86,14 +111,7 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.duplicated
-            or self.bad
-            or self.false_data_lost
-            or self.missed_data_lost
-            or self.errors
-        )
+        return all_clear(self)
 
 
 class _HookedWriter(Writer):
