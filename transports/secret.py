@@ -1,0 +1,133 @@
+"""The cluster secret (README "Security"): one file that every member (master, worker,
+admin) reads, and from which every key is derived.
+
+The file is one line, ``croupier-secret-v1:`` then 64 hex digits (32 random bytes),
+then a newline, readable by its owner only (mode 0600). Keys are derived with blake3's
+key-derivation mode, one context string per purpose, so that no key can be turned into
+another:
+
+- the **member key** signs the requests only members may send (PROTOCOL §2.1);
+- the **app key** of an app is keyed blake3 of its id under the app-key root: a worker
+  that knows the secret computes it without asking the master, and a client learns it
+  only from ``REGISTER_APP`` (clients never need the secret);
+- the **CURVE server key pair** (``--curve``) is derived too, so members need nothing
+  but the file, and clients need only its public half (``croupier secret FILE --public``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import blake3
+import zmq
+from zmq.utils import z85
+
+from croupier.core.errors import BadRequest
+
+__all__ = [
+    "SECRET_ENV",
+    "ClusterSecret",
+    "create_secret_file",
+    "ensure_secret_file",
+    "load_secret_file",
+    "secret_file_from_env",
+]
+
+SECRET_ENV = "CROUPIER_SECRET_FILE"
+_PREFIX = "croupier-secret-v1:"
+_RAW_SIZE = 32
+_MEMBER_CONTEXT = "croupier 2026-12-01 member request key v1"
+_APP_ROOT_CONTEXT = "croupier 2026-12-01 app key root v1"
+_CURVE_CONTEXT = "croupier 2026-12-01 curve server secret v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSecret:
+    """The 32 secret bytes and the keys derived from them (all 32 bytes)."""
+
+    raw: bytes
+
+    def __post_init__(self) -> None:
+        if len(self.raw) != _RAW_SIZE:
+            raise ValueError(f"a cluster secret is {_RAW_SIZE} bytes, got {len(self.raw)}")
+
+    def __repr__(self) -> str:  # never print the secret
+        return "ClusterSecret(<redacted>)"
+
+    @property
+    def member_key(self) -> bytes:
+        """The key of member requests (masters, workers, admin)."""
+        return blake3.blake3(self.raw, derive_key_context=_MEMBER_CONTEXT).digest()
+
+    def app_key(self, app_id: str) -> bytes:
+        """The app key of ``app_id``: keyed blake3 of its UTF-8 id under the app-key root."""
+        root = blake3.blake3(self.raw, derive_key_context=_APP_ROOT_CONTEXT).digest()
+        return blake3.blake3(app_id.encode("utf-8"), key=root).digest()
+
+    def curve_server_keys(self) -> tuple[bytes, bytes]:
+        """``(public, secret)``: the Z85-encoded CURVE key pair every member's server binds with."""
+        secret = z85.encode(blake3.blake3(self.raw, derive_key_context=_CURVE_CONTEXT).digest())
+        return zmq.curve_public(secret), secret
+
+
+def _encode(secret: ClusterSecret) -> bytes:
+    return f"{_PREFIX}{secret.raw.hex()}\n".encode("ascii")
+
+
+def create_secret_file(path: str | Path) -> ClusterSecret:
+    """Write a new secret to ``path`` (mode 0600; it must not exist yet) and return it.
+
+    Raises:
+        FileExistsError: ``path`` exists (a secret is never overwritten).
+    """
+    secret = ClusterSecret(secrets.token_bytes(_RAW_SIZE))
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, _encode(secret))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return secret
+
+
+def load_secret_file(path: str | Path) -> ClusterSecret:
+    """Read the secret at ``path``.
+
+    Raises:
+        BadRequest: the file is not a Croupier secret, or others than its owner may read it.
+        FileNotFoundError: there is no such file.
+    """
+    target = Path(path)
+    mode = target.stat().st_mode
+    if mode & 0o077:
+        raise BadRequest(
+            f"the secret file {target} is readable by others (mode {mode & 0o777:o}); run chmod 600 {target}"
+        )
+    text = target.read_text("ascii", errors="replace").strip()
+    if not text.startswith(_PREFIX):
+        raise BadRequest(f"{target} is not a Croupier secret file (no {_PREFIX!r} prefix)")
+    try:
+        raw = bytes.fromhex(text[len(_PREFIX) :])
+    except ValueError:
+        raise BadRequest(f"{target}: the secret is not hex") from None
+    if len(raw) != _RAW_SIZE:
+        raise BadRequest(f"{target}: the secret has {len(raw)} bytes, not {_RAW_SIZE}")
+    return ClusterSecret(raw)
+
+
+def ensure_secret_file(path: str | Path) -> tuple[ClusterSecret, bool]:
+    """``(secret, created)``: the secret at ``path``, created first when there is none."""
+    try:
+        return create_secret_file(path), True
+    except FileExistsError:
+        return load_secret_file(path), False
+
+
+def secret_file_from_env(given: str | None) -> str | None:
+    """The secret file to use: ``given`` (``--secret-file``), else ``$CROUPIER_SECRET_FILE``, else None."""
+    return given or os.environ.get(SECRET_ENV) or None
