@@ -50,6 +50,7 @@ from croupier.core.commands import (
     RegisterShuffle,
     RegisterWorker,
     RevivePartition,
+    Status,
     WorkerHeartbeat,
 )
 from croupier.core.commit_verdict import Copy
@@ -70,6 +71,7 @@ from croupier.core.events import (
     encode_event,
 )
 from croupier.core.placement import ewma, load_score
+from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
 from croupier.core.replies import MasterInfo, StatusReply
 from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
@@ -160,6 +162,7 @@ class MasterActor(pykka.ThreadingActor):
         )
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
+        self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
         self._last_snapshot = 0
@@ -293,7 +296,10 @@ class MasterActor(pykka.ThreadingActor):
         now = self._clock()
         command = self._enrich(command, now)
         try:
-            body, events = decide(self.state, command, now, self._rng, max_apps=self._config.max_apps)
+            quotas = self._quotas(command)
+            body, events = decide(
+                self.state, command, now, self._rng, max_apps=self._config.max_apps, quotas=quotas
+            )
             self._start_app_actors(events, now)
         except CroupierError as exc:
             self._committer.submit((), _deliver(reply, None, exc))
@@ -303,7 +309,8 @@ class MasterActor(pykka.ThreadingActor):
             self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
             return
         if isinstance(body, StatusReply):
-            body = dataclasses.replace(body, master=self._master_info())
+            tenants = tenant_rows(self.state, quotas)
+            body = dataclasses.replace(body, master=self._master_info(), tenants=tenants)
         records: list[bytes] = []
         try:
             for event in events:
@@ -360,8 +367,16 @@ class MasterActor(pykka.ThreadingActor):
             if isinstance(event, AppRegistered):
                 self._start_app(event.app_id, now)
 
+    def _quotas(self, command: Command) -> QuotaContext:
+        """Tenants, default quotas and (for the commands that use them) the bytes in flight."""
+        needs_pushed = isinstance(command, RegisterShuffle | Status)
+        pushed = sum_pushed(self._pushed) if needs_pushed else {}
+        return QuotaContext(self._config.tenants, default_quotas(self._config), pushed)
+
     def _enrich(self, command: Command, now: float) -> Command:
-        """Add soft state the pure core needs: load scores for placement."""
+        """Add soft state the pure core needs: load scores for placement, bytes in flight."""
+        if isinstance(command, WorkerHeartbeat) and command.pushed is not None:
+            self._pushed[command.worker_id] = {(a, s): n for a, s, n in command.pushed}
         if isinstance(command, WorkerHeartbeat):
             score = load_score(command.disk_util, command.io_wait, command.pending_flush)
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
@@ -373,6 +388,7 @@ class MasterActor(pykka.ThreadingActor):
         """Keep the app actors and the commit coordinator in step with the fold."""
         match event:
             case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
+                self._pushed.pop(wid, None)  # a lost or restarted worker holds nothing in memory
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):

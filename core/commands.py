@@ -103,6 +103,9 @@ class WorkerHeartbeat(Command):
 
     ``held``: (app, shuffle) keys the worker holds; the reply's ``unknown`` names those the
     master does not know, which the worker deletes (orphans of a DESTROY it missed).
+    ``pushed``: ``(app, shuffle, bytes)`` pushed to this worker as primary for shuffles it
+    has not committed (the largest ``MAX_HELD``); the master sums them into the tenants'
+    bytes in flight (``croupier.core.quotas``). None: not reported (older workers).
     """
 
     TYPE = MsgType.WORKER_HEARTBEAT
@@ -113,9 +116,17 @@ class WorkerHeartbeat(Command):
     io_wait: float = 0.0
     pending_flush: float = 0.0
     held: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    pushed: tuple[tuple[str, int, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        if self.pushed is not None:
+            if len(self.pushed) > MAX_HELD:
+                raise BadRequest(f"pushed lists at most {MAX_HELD} shuffles, got {len(self.pushed)}")
+            for app, shuffle, nbytes in self.pushed:
+                app_id(app)
+                int_id("shuffle_id", shuffle)
+                int_id("bytes", nbytes, 2**62)
         if self.held is not None:
             if len(self.held) > MAX_HELD:
                 raise BadRequest(f"held lists at most {MAX_HELD} shuffles, got {len(self.held)}")
@@ -162,11 +173,16 @@ class DecommissionWorker(Command):
 
 @dataclass(frozen=True, slots=True)
 class RegisterApp(Command):
-    """Register an app. With ``app_id`` set it is idempotent (safe to retry)."""
+    """Register an app. With ``app_id`` set it is idempotent (safe to retry).
+
+    ``tenant_token``: the tenant's token, needed when the master has a tenants file
+    (``croupier.core.quotas``); a secret, so never in ``repr``, logs or events.
+    """
 
     TYPE = MsgType.REGISTER_APP
     name: str
     app_id: str | None = None
+    tenant_token: str | None = field(default=None, repr=False, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         if len(self.name) > 96:
@@ -174,6 +190,8 @@ class RegisterApp(Command):
         app_id(self.name)
         if self.app_id is not None:
             app_id(self.app_id)
+        if self.tenant_token is not None and len(self.tenant_token) > 256:
+            raise BadRequest("tenant_token is longer than 256 characters")
 
 
 @dataclass(frozen=True, slots=True)

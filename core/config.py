@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from croupier.core.wire import MAX_DATA_FRAME_BYTES
+
+if TYPE_CHECKING:  # core.quotas imports this module
+    from croupier.core.quotas import TenantTable
 
 __all__ = ["ClientConfig", "MasterConfig", "WorkerConfig", "parse_duration", "parse_size"]
 
@@ -75,6 +79,12 @@ class MasterConfig:
         max_apps: at most this many live (registered, not yet unregistered or expired)
             apps; one more gets ``QUOTA_EXCEEDED``. Each live app has an actor, which is
             one thread on the master (about 22 KiB of RSS each; ``tools/app_threads.py``).
+        tenants: the parsed ``--tenants`` file (``croupier.core.quotas``): REGISTER_APP then
+            needs a tenant token. None: every app is tenant ``default``.
+        max_shuffles, max_partitions, max_bytes_in_flight, max_bytes_stored: the default
+            quotas (None: unlimited): of tenant ``default`` without a tenants file, and of
+            every tenant whose file sets neither its own nor a ``[default]`` one. A new
+            shuffle past one gets ``QUOTA_EXCEEDED`` (``croupier.core.quotas``).
     """
 
     worker_timeout: float = 120.0
@@ -84,6 +94,11 @@ class MasterConfig:
     snapshot_every: int = 10_000
     max_group_events: int = 4096
     max_apps: int = 10_000
+    tenants: TenantTable | None = None
+    max_shuffles: int | None = None
+    max_partitions: int | None = None
+    max_bytes_in_flight: int | None = None
+    max_bytes_stored: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from croupier.core.errors import (
     Conflict,
     NotCommitted,
     QuotaExceeded,
+    Unauthorized,
     UnknownApp,
     UnknownShuffle,
     UnknownWorker,
@@ -69,6 +70,7 @@ from croupier.core.events import (
     WorkerRegistered,
 )
 from croupier.core.placement import Candidate, place
+from croupier.core.quotas import DEFAULT_TENANT, QuotaContext, check_shuffle, resolve_tenant
 from croupier.core.replies import (
     AppHeartbeatReply,
     AppRow,
@@ -321,13 +323,20 @@ def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: 
 
 
 def _register_app(
-    state: MasterState, cmd: RegisterApp, now: float, rng: random.Random, max_apps: int | None = None
+    state: MasterState,
+    cmd: RegisterApp,
+    now: float,
+    rng: random.Random,
+    max_apps: int | None = None,
+    tenant: str = DEFAULT_TENANT,
 ) -> Decision:
     if cmd.app_id is not None:
         existing = state.apps.get(cmd.app_id)
         if existing is not None:
             if existing.name != cmd.name:
                 raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
+            if existing.tenant != tenant:
+                raise Unauthorized(f"app {cmd.app_id} belongs to another tenant")
             return RegisterAppReply(cmd.app_id, cmd.name), []
     # a retry of a registration that went through is answered above, even at the cap
     if max_apps is not None and len(state.apps) >= max_apps:
@@ -345,7 +354,7 @@ def _register_app(
                 break
         else:  # pragma: no cover - 2**40 ids
             raise Conflict("could not find a free app id")
-    return RegisterAppReply(new_id, cmd.name), [AppRegistered(new_id, cmd.name, now)]
+    return RegisterAppReply(new_id, cmd.name), [AppRegistered(new_id, cmd.name, now, tenant)]
 
 
 def _app_heartbeat(state: MasterState, cmd: AppHeartbeat, now: float, rng: random.Random) -> Decision:
@@ -601,24 +610,37 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
 
 
 def decide(
-    state: MasterState, command: Command, now: float, rng: random.Random, *, max_apps: int | None = None
+    state: MasterState,
+    command: Command,
+    now: float,
+    rng: random.Random,
+    *,
+    max_apps: int | None = None,
+    quotas: QuotaContext | None = None,
 ) -> Decision:
     """Decide one command against ``state`` (which is not changed).
 
     Parameters:
         max_apps: the cap on live apps a ``RegisterApp`` checks (None: no cap).
+        quotas: tenants and their quotas (``croupier.core.quotas``; None: one tenant,
+            ``default``, unlimited): ``RegisterApp`` finds its tenant from its token, a new
+            ``RegisterShuffle`` is checked against its tenant's quotas.
 
     Returns:
         The reply body and the events to log before replying.
 
     Raises:
         CroupierError: the command is refused; nothing is logged. ``QuotaExceeded``: a new
-            app past ``max_apps``.
+            app past ``max_apps``, or a new shuffle past its tenant's quotas.
+            ``Unauthorized``: a tenant token missing or wrong.
     """
     handler = _HANDLERS.get(type(command))
     if handler is None:
         raise BadRequest(f"the master does not handle {type(command).__name__}")
     command.validate()
     if isinstance(command, RegisterApp):
-        return _register_app(state, command, now, rng, max_apps)
+        tenant = resolve_tenant(quotas.table if quotas else None, command.tenant_token)
+        return _register_app(state, command, now, rng, max_apps, tenant)
+    if isinstance(command, RegisterShuffle) and quotas is not None and _registered(state, command) is None:
+        check_shuffle(state, command.app_id, command.num_partitions, quotas)  # a retry is never refused
     return handler(state, command, now, rng)

@@ -15,6 +15,7 @@
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
+    ├── Unauthorized          UNAUTHORIZED         missing or wrong credentials
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -50,6 +51,7 @@ __all__ = [
     "QuotaExceeded",
     "RequestTimeout",
     "StaleLocation",
+    "Unauthorized",
     "Unavailable",
     "UnknownApp",
     "UnknownShuffle",
@@ -218,7 +220,9 @@ class InternalError(CroupierError):
 
 
 class QuotaExceeded(CroupierError):
-    """A configured cap is reached (live apps: ``croupier master --max-apps``).
+    """A configured cap is reached (live apps: ``croupier master --max-apps``; a tenant's
+    quotas, ``croupier.core.quotas``: then ``details`` holds ``tenant``, ``quota``, ``limit``
+    and ``usage``).
 
     Not retriable: the same call keeps failing until something is released
     (an app unregistered or expired) or the operator raises the cap.
@@ -226,6 +230,13 @@ class QuotaExceeded(CroupierError):
 
     code = "QUOTA_EXCEEDED"
     status = 17
+
+
+class Unauthorized(CroupierError):
+    """Missing or wrong credentials (a tenant token, a MAC). Not retriable."""
+
+    code = "UNAUTHORIZED"
+    status = 18
 
 
 _BY_CODE: dict[str, type[CroupierError]] = {
@@ -246,6 +257,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         NotCommitted,
         InternalError,
         QuotaExceeded,
+        Unauthorized,
     )
 }
 BY_STATUS: dict[int, type[CroupierError]] = {cls.status: cls for cls in _BY_CODE.values()}

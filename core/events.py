@@ -102,10 +102,15 @@ class WorkerRemoved(Event):
 
 @dataclass(frozen=True, slots=True)
 class AppRegistered(Event):
+    """An app and its tenant. Version 2 adds ``tenant`` (version 1: ``"default"``); the
+    tenant's token is never logged."""
+
     KIND = "AppRegistered"
+    VERSION = 2
     app_id: str
     name: str
     at: float
+    tenant: str = "default"
 
 
 @dataclass(frozen=True, slots=True)

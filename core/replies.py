@@ -39,6 +39,7 @@ __all__ = [
     "ShuffleSummary",
     "StatusReply",
     "TakeOverReply",
+    "TenantRow",
     "WorkerAddress",
     "WorkerHeartbeatReply",
     "WorkerRow",
@@ -280,6 +281,22 @@ class AppRow:
     shuffles: int
 
 
+@dataclass(frozen=True, slots=True)
+class TenantRow:
+    """One tenant in STATUS ``tenants``: its usage and its limits (a limit left out: unlimited)."""
+
+    tenant: str
+    apps: int
+    shuffles: int
+    partitions: int
+    bytes_in_flight: int
+    bytes_stored: int
+    max_shuffles: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    max_partitions: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    max_bytes_in_flight: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    max_bytes_stored: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MasterInfo:
     """STATUS's ``master`` object: the answering master's role and soft state.
@@ -309,7 +326,8 @@ class MasterInfo:
 
 @dataclass(frozen=True, slots=True)
 class StatusReply:
-    """STATUS: the durable state as admin sees it; ``master`` is added by the answering service."""
+    """STATUS: the durable state as admin sees it; ``master`` and ``tenants`` (usage and
+    quotas per tenant, ``croupier.core.quotas``) are added by the answering master."""
 
     term: int
     leader: str
@@ -318,6 +336,7 @@ class StatusReply:
     apps: tuple[AppRow, ...]
     shuffles: tuple[ShuffleSummary, ...]
     master: MasterInfo | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    tenants: tuple[TenantRow, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,7 @@ class AppInfo:
     name: str
     registered_at: float
     next_shuffle_id: int = 0
+    tenant: str = "default"  # croupier.core.quotas; snapshots from before tenants have none
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +402,7 @@ def _worker_removed(state: MasterState, event: WorkerRemoved) -> None:
 def _app_registered(state: MasterState, event: AppRegistered) -> None:
     if event.app_id in state.apps:
         raise InvalidEvent(f"app {event.app_id} is already registered")
-    state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at)
+    state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at, tenant=event.tenant)
 
 
 def _app_gone(state: MasterState, event: AppUnregistered | AppExpired) -> None:
