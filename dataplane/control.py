@@ -35,6 +35,7 @@ from croupier.core.errors import CroupierError, InternalError
 from croupier.core.wire import MsgType
 from croupier.dataplane.commit import commit_files
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import PartitionStore
 from croupier.transports.rpc import Request, Responder
@@ -52,6 +53,7 @@ class ControlHandler:
     incarnation: this worker's, reported in COMMIT_FILES replies.
     info: what WORKER_INFO and PING answer.
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
+    pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
     """
 
     def __init__(
@@ -63,7 +65,9 @@ class ControlHandler:
         info: Callable[[], WorkerInfoReply],
         *,
         drop_timeout: float = 10.0,
+        pushed: PushedBytes | None = None,
     ) -> None:
+        self._pushed = pushed or PushedBytes()
         self._locations = locations
         self._reservations = reservations
         self._store = store
@@ -85,6 +89,7 @@ class ControlHandler:
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
+            self._pushed.drop(cmd.app_id, cmd.shuffle_id)
             commit_files(
                 cmd,
                 locations=self._locations,
@@ -95,6 +100,7 @@ class ControlHandler:
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
             destroy.validate()
+            self._pushed.drop(destroy.app_id, destroy.shuffle_id)
             self._reservations.forget(destroy.app_id, destroy.shuffle_id)
             dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
             self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
@@ -106,6 +112,7 @@ class ControlHandler:
 
         Its reservations must be forgotten already (``Reservations.forget_unless_since``).
         """
+        self._pushed.drop(app_id, shuffle_id)
         dropped = self._locations.remove(app_id, shuffle_id)
         self._destroys.submit(self._remove_orphan, Destroy(app_id, shuffle_id), dropped)
 

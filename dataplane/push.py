@@ -22,6 +22,7 @@ from croupier.core.errors import BadRequest, Congested, CroupierError, Unavailab
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
@@ -83,6 +84,7 @@ class PushHandler:
     reservations: the locations placed here; a batch for any other refuses the request.
     limiter: the worker's memory budget; full means ``CONGESTED``.
     replicator: sends the REPLICATEs (started and stopped by the caller).
+    pushed: counts the bytes taken as primary, for the tenants' bytes in flight.
     """
 
     def __init__(
@@ -92,7 +94,9 @@ class PushHandler:
         reservations: Reservations,
         limiter: MemoryLimiter,
         replicator: AsyncRpcClient,
+        pushed: PushedBytes | None = None,
     ) -> None:
+        self._pushed = pushed
         self._identity = identity
         self._locations = locations
         self._reservations = reservations
@@ -112,6 +116,8 @@ class PushHandler:
         self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica)
         verify_digests(batches)
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
+        if self._pushed is not None:
+            self._pushed.add(push.app_id, push.shuffle_id, total)
         if push.replica is None:
             responder.ok({})
             return

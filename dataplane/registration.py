@@ -23,6 +23,7 @@ from croupier.core.commands import RegisterWorker, WorkerHeartbeat
 from croupier.core.errors import CroupierError, UnknownWorker
 from croupier.core.replies import WorkerHeartbeatReply
 from croupier.dataplane.orphans import OrphanSweep
+from croupier.dataplane.pushed import PushedBytes
 from croupier.transports.master_client import MasterClient
 
 __all__ = ["Registration"]
@@ -40,6 +41,7 @@ class Registration:
     sample_load: ``(disk_util, io_wait)`` since the previous call.
     pending_flush: the memory cap's share held unflushed.
     orphans: what to ask the master about with each beat (None: nothing).
+    pushed: the bytes in flight per shuffle, reported with each beat (None: not reported).
     """
 
     def __init__(
@@ -51,7 +53,9 @@ class Registration:
         sample_load: Callable[[], tuple[float, float]],
         pending_flush: Callable[[], float],
         orphans: OrphanSweep | None = None,
+        pushed: PushedBytes | None = None,
     ) -> None:
+        self._pushed = pushed
         self._master = master
         self._register = register
         self._interval = interval
@@ -106,6 +110,7 @@ class Registration:
                 io_wait=io_wait,
                 pending_flush=min(1.0, self._pending_flush()),
                 held=held,
+                pushed=self._pushed.report() if self._pushed is not None else None,
             )
         )
         if self._orphans is not None and held:

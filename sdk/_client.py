@@ -25,6 +25,7 @@ Usage::
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -63,13 +64,16 @@ __all__ = ["App", "Client", "Shuffle", "connect"]
 log = logging.getLogger(__name__)
 
 
-def connect(url: str, *, config: ClientConfig | None = None) -> Client:
+def connect(url: str, *, config: ClientConfig | None = None, tenant_token: str | None = None) -> Client:
     """A client of the master at ``url`` (``tcp://host:port[,tcp://host:port...]``).
+
+    ``tenant_token`` (default: the environment variable ``CROUPIER_TENANT_TOKEN``) is sent
+    with every ``register_app``; a master with a tenants file needs it.
 
     Raises:
         ValueError: a malformed URL.
     """
-    return Client(url, config=config)
+    return Client(url, config=config, tenant_token=tenant_token)
 
 
 class Client:
@@ -78,10 +82,14 @@ class Client:
     Parameters:
         url: the master URL.
         config: timeouts, buffer sizes and windows (``croupier.core.config.ClientConfig``).
+        tenant_token: the tenant's token for ``register_app`` (default: ``CROUPIER_TENANT_TOKEN``).
     """
 
-    def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
+    def __init__(
+        self, url: str, *, config: ClientConfig | None = None, tenant_token: str | None = None
+    ) -> None:
         self.url = url
+        self._tenant_token = tenant_token or os.environ.get("CROUPIER_TENANT_TOKEN") or None
         self.config = config or ClientConfig()
         self._master = MasterClient(
             url,
@@ -104,10 +112,13 @@ class Client:
 
         Raises:
             BadRequest: an invalid name or id.
+            Unauthorized: the master has tenants and the tenant token is missing or wrong.
+            QuotaExceeded: too many apps on the master.
             CroupierError: the master refused or could not be reached.
         """
         chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
-        reply = self._master.request(RegisterApp(name, chosen), RegisterAppReply)
+        register = RegisterApp(name, chosen, tenant_token=self._tenant_token)
+        reply = self._master.request(register, RegisterAppReply)
         app = App(self, reply.app_id, reply.name)
         with self._lock:
             if self._closed:
@@ -231,6 +242,8 @@ class App:
             BadRequest: sizes out of range.
             NotEnoughWorkers: too few workers to place the partitions.
             Conflict: ``shuffle_id`` exists with other sizes.
+            QuotaExceeded: the app's tenant is over a quota; ``details`` names the ``tenant``,
+                the ``quota``, its ``limit`` and the ``usage``.
         """
         # a fresh id for this call: the master client's retries resend it, so a retry after a
         # lost reply or a failover gets the shuffle the first try registered, not a second one

@@ -1,11 +1,13 @@
 """The ``croupier`` command line (DESIGN §12). Names here are a public contract.
 
 croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--max-apps N]
+               [--tenants FILE] [--max-shuffles N] [--max-partitions N] [--max-bytes-in-flight SIZE]
+               [--max-bytes-stored SIZE]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
-croupier local [--workers N]
-croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
+croupier local [--workers N] [--tenants FILE] [--max-shuffles N ...]
+croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--tenants FILE] [--json]
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
-croupier admin --master URL status|workers|apps|shuffles [--json]
+croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
 croupier admin --master URL decommission WORKER_ID
 """
 
@@ -51,6 +53,7 @@ def cmd_master(args: argparse.Namespace) -> int:
         app_timeout=parse_duration(args.app_timeout),
         takeover_grace=parse_duration(args.grace),
         max_apps=args.max_apps,
+        **_quota_settings(args),
     )
     if args.ha:
         from croupier.services.ha_master import HaMasterService
@@ -71,6 +74,53 @@ def cmd_master(args: argparse.Namespace) -> int:
         logging.getLogger("croupier").info("data dir %s", data_dir)
         _wait_for_signal()
     return 0
+
+
+_QUOTA_FLAGS = ("max_shuffles", "max_partitions", "max_bytes_in_flight", "max_bytes_stored")
+_QUOTA_FLAGS_USAGE = ("shuffles", "partitions", "bytes_in_flight", "bytes_stored")
+
+
+def _quota_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The MasterConfig fields of ``--tenants`` and the default quotas.
+
+    Raises:
+        OSError: the tenants file cannot be read. ValueError: it or a quota is malformed.
+    """
+    from croupier.core.config import parse_size
+    from croupier.core.quotas import parse_tenants
+
+    out: dict[str, Any] = {}
+    if args.tenants:
+        out["tenants"] = parse_tenants(Path(args.tenants).read_text(encoding="utf-8"))
+        names = ", ".join(out["tenants"].names) or "(none)"
+        logging.getLogger("croupier").info("tenants from %s: %s", args.tenants, names)
+    for name in _QUOTA_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            out[name] = parse_size(value)
+    return out
+
+
+def _quota_argv(args: argparse.Namespace) -> list[str]:
+    """``--tenants`` and the default quota flags given, as ``croupier master`` arguments."""
+    argv = ["--tenants", str(Path(args.tenants).resolve())] if args.tenants else []
+    for name in _QUOTA_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+def _add_quota_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="tenants file (TOML): tokens and quotas; REGISTER_APP then needs a tenant token",
+    )
+    p.add_argument("--max-shuffles", help="default quota: live shuffles per tenant (default unlimited)")
+    p.add_argument("--max-partitions", help="default quota: partitions of live shuffles per tenant")
+    p.add_argument("--max-bytes-in-flight", help="default quota: bytes pushed, not yet committed (SIZE)")
+    p.add_argument("--max-bytes-stored", help="default quota: bytes of committed shuffles (SIZE)")
 
 
 def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -105,6 +155,10 @@ def cmd_admin(args: argparse.Namespace) -> int:
     if args.action == "status":
         print(json.dumps(to_json(status), sort_keys=True) if args.json else _status_text(status))
         return 0
+    if args.action == "tenants":
+        tenants = [to_json(row) for row in status.tenants or ()]
+        print(json.dumps(tenants, sort_keys=True) if args.json else _tenants_text(tenants))
+        return 0
     rows, columns = {
         "workers": (
             status.workers,
@@ -119,6 +173,19 @@ def cmd_admin(args: argparse.Namespace) -> int:
     table = [to_json(row) for row in rows]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
+
+
+def _tenants_text(rows: list[dict[str, Any]]) -> str:
+    """Each tenant's usage against its limits, ``used/limit`` (``-`` = unlimited)."""
+    table = [
+        {
+            "tenant": r["tenant"],
+            "apps": r["apps"],
+            **{q: f"{r[q]}/{r.get('max_' + q, '-')}" for q in _QUOTA_FLAGS_USAGE},
+        }
+        for r in rows
+    ]
+    return _table(table, ["tenant", "apps", *_QUOTA_FLAGS_USAGE])
 
 
 def _status_text(status: StatusReply) -> str:
@@ -172,7 +239,10 @@ def cmd_local(args: argparse.Namespace) -> int:
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
-    with LocalCluster(args.workers, args.data_dir, processes=True, ha=args.ha) as cluster:
+    master_args = _quota_argv(args)
+    with LocalCluster(
+        args.workers, args.data_dir, processes=True, ha=args.ha, master_args=master_args
+    ) as cluster:
         print(cluster.master_url, flush=True)
         print(
             f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
@@ -190,7 +260,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
         return 2
-    return main_demo(parse_size(args.size), args.mappers, args.partitions, args.workers, args.json)
+    return main_demo(
+        parse_size(args.size), args.mappers, args.partitions, args.workers, args.json, _quota_argv(args)
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -249,6 +321,7 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         default=MasterConfig().max_apps,
         help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
     )
+    _add_quota_flags(m)
     m.set_defaults(func=cmd_master)
 
 
@@ -258,7 +331,8 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     a.add_argument("--json", action="store_true", help="print JSON")
     a.add_argument("--timeout", default="10s")
     a.add_argument(
-        "action", choices=["status", "workers", "apps", "shuffles", "decommission", "exclude", "include"]
+        "action",
+        choices=["status", "workers", "apps", "shuffles", "tenants", "decommission", "exclude", "include"],
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
     a.set_defaults(func=cmd_admin)
@@ -297,6 +371,7 @@ def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc.add_argument("--workers", type=int, default=3)
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
+    _add_quota_flags(loc)
     loc.set_defaults(func=cmd_local)
 
 
@@ -306,6 +381,11 @@ def _add_demo(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     d.add_argument("--mappers", type=int, default=8)
     d.add_argument("--partitions", type=int, default=64)
     d.add_argument("--workers", type=int, default=3)
+    d.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="run the embedded master with this tenants file (the token: CROUPIER_TENANT_TOKEN)",
+    )
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_demo)
 

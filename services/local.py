@@ -93,6 +93,7 @@ class LocalCluster(Service):
     processes: run master and workers as subprocesses.
     master_config, worker_config: in-process settings.
     worker_args: extra CLI arguments for worker subprocesses.
+    master_args: extra CLI arguments for master subprocesses (``--tenants FILE``, quotas).
     """
 
     def __init__(
@@ -104,6 +105,7 @@ class LocalCluster(Service):
         master_config: MasterConfig | None = None,
         worker_config: WorkerConfig | None = None,
         worker_args: list[str] | None = None,
+        master_args: list[str] | None = None,
         ha: bool = False,
         masters: int = 3,
         session_timeout: float = 2.0,
@@ -124,6 +126,7 @@ class LocalCluster(Service):
         self.master_config = master_config or MasterConfig(takeover_grace=5.0, worker_timeout=30.0)
         self.worker_config = worker_config or WorkerConfig(heartbeat_interval=1.0)
         self._worker_args = worker_args or []
+        self._master_args = master_args or []
         self.master: MasterService | None = None
         self.workers: list[WorkerService] = []
         self._master_proc: _Child | None = None
@@ -167,6 +170,7 @@ class LocalCluster(Service):
             f"{cfg.app_timeout}s",
             "--grace",
             f"{cfg.takeover_grace}s",
+            *self._master_args,
         ]
 
     def _start_ha(self) -> None:

@@ -44,6 +44,7 @@ from croupier.dataplane.load import LoadSampler
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
+from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
 from croupier.services._lifecycle import Service, raise_fd_limit
@@ -94,6 +95,7 @@ class WorkerService(Service):
         self.limiter = MemoryLimiter(self.config.memory_cap)
         self._locations = Locations()
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
+        self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
@@ -130,10 +132,12 @@ class WorkerService(Service):
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
-            push = PushHandler(identity, self._locations, self._reservations, self.limiter, self._replicator)
+            push = PushHandler(
+                identity, self._locations, self._reservations, self.limiter, self._replicator, self._pushed
+            )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(
-                self._locations, self._reservations, store, self.incarnation, self._info
+                self._locations, self._reservations, store, self.incarnation, self._info, pushed=self._pushed
             )
             self._serve(
                 "control",
@@ -216,6 +220,7 @@ class WorkerService(Service):
             sample_load=load.sample if load is not None else lambda: (0.0, 0.0),
             pending_flush=self.limiter.level,
             orphans=orphans,
+            pushed=self._pushed,
         )
 
     @property

@@ -287,6 +287,7 @@ def run_demo(
     push_buffer: int = 0,
     worker_config: WorkerConfig | None = None,
     batched_reads: bool = True,
+    master_args: list[str] | None = None,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
@@ -294,7 +295,8 @@ def run_demo(
     when the last record is verified. The workers' CPU is counted from just before the
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
-    instead of using ``Shuffle.readers``.
+    instead of using ``Shuffle.readers``. ``master_args`` go to the master (``--tenants FILE``:
+    the app registers with the token in ``CROUPIER_TENANT_TOKEN``).
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -303,7 +305,7 @@ def run_demo(
     expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
     config = worker_config or WorkerConfig(heartbeat_interval=1.0)
     with (
-        LocalCluster(workers, processes=True, worker_config=config) as cluster,
+        LocalCluster(workers, processes=True, worker_config=config, master_args=master_args) as cluster,
         croupier.connect(cluster.master_url) as client,
     ):
         app = client.register_app("demo")
@@ -338,8 +340,16 @@ def run_demo(
     )
 
 
-def main_demo(size: int, mappers: int, partitions: int, workers: int, as_json: bool) -> int:
-    result = run_demo(size, mappers, partitions, workers, progress=sys.stderr.isatty() or not as_json)
+def main_demo(
+    size: int,
+    mappers: int,
+    partitions: int,
+    workers: int,
+    as_json: bool,
+    master_args: list[str] | None = None,
+) -> int:
+    progress = sys.stderr.isatty() or not as_json
+    result = run_demo(size, mappers, partitions, workers, progress=progress, master_args=master_args)
     if not as_json:
         verdict = "verified" if result.verified else "FAILED"
         print(

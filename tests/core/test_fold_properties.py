@@ -126,7 +126,10 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
         "total_batches": st.integers(0, 100),
         "at": st.floats(0, 1e6),
         **{port: st.integers(1, 9) for port in ("control_port", "push_port", "replicate_port", "fetch_port")},
-        **{text: st.sampled_from(["x", "y"]) for text in ("host", "incarnation", "reason", "name", "leader")},
+        **{
+            text: st.sampled_from(["x", "y"])
+            for text in ("host", "incarnation", "reason", "name", "leader", "tenant")
+        },
     }
 
 
