@@ -24,6 +24,7 @@ from croupier.actors.partition_actor import PartitionActor
 from croupier.core import commands as c
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import BadRequest, CroupierError, RequestTimeout
+from croupier.core.quotas import parse_tenants
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
@@ -77,6 +78,11 @@ def test_every_master_setting_takes_effect() -> None:
         snapshot_every=3,
         max_group_events=1,
         max_apps=1,
+        tenants=parse_tenants('[tenants.team]\ntoken = "team-token-1"'),
+        max_shuffles=0,
+        max_partitions=10,
+        max_bytes_in_flight=1000,
+        max_bytes_stored=2000,
     )
     clock = FakeClock(1000.0)
     log = MemoryEventLog()
@@ -87,8 +93,11 @@ def test_every_master_setting_takes_effect() -> None:
     ):
         client.call(_worker(0))
         client.call(_worker(1))
-        app = client.call(c.RegisterApp("job"))["app_id"]
-        seen["second app"] = _refused(client, c.RegisterApp("second"))
+        seen["no token"] = _refused(client, c.RegisterApp("job"))
+        app = client.call(c.RegisterApp("job", tenant_token="team-token-1"))["app_id"]
+        seen["second app"] = _refused(client, c.RegisterApp("second", tenant_token="team-token-1"))
+        seen["shuffle"] = _refused(client, c.RegisterShuffle(app, 1, 1))
+        seen["limits"] = client.call(c.Status())["tenants"]
         clock.now = 1040.0
         client.call(c.WorkerHeartbeat("w1", "inc"))
         client.call(c.AppHeartbeat(app))
@@ -108,6 +117,11 @@ def test_every_master_setting_takes_effect() -> None:
             t.join()
         described = master.describe()
     log.close()
+
+    def _limit(name: str) -> object:
+        rows = {row["tenant"]: row for row in seen["limits"]}  # type: ignore[attr-defined]
+        return rows["team"].get(name)
+
     _check_all(
         config,
         {
@@ -121,6 +135,12 @@ def test_every_master_setting_takes_effect() -> None:
             # one command's events per group, however many commands wait together
             "max_group_events": lambda _: described["log_groups"] == described["log_records"] > 40,
             "max_apps": lambda _: seen["second app"] == "QUOTA_EXCEEDED",
+            "tenants": lambda _: seen["no token"] == "UNAUTHORIZED",
+            # the default quotas apply to a tenant whose file sets none; STATUS shows what applies
+            "max_shuffles": lambda v: seen["shuffle"] == "QUOTA_EXCEEDED" and _limit("max_shuffles") == v,
+            "max_partitions": lambda v: _limit("max_partitions") == v,
+            "max_bytes_in_flight": lambda v: _limit("max_bytes_in_flight") == v,
+            "max_bytes_stored": lambda v: _limit("max_bytes_stored") == v,
         },
     )
 
