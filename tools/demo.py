@@ -287,16 +287,14 @@ def run_demo(
     push_buffer: int = 0,
     worker_config: WorkerConfig | None = None,
     batched_reads: bool = True,
-    master_args: list[str] | None = None,
+    master_args: list[str] | None = None,  # for the master, e.g. ["--tenants", FILE]
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
-    The clock starts at the first push (after every process has started) and stops
-    when the last record is verified. The workers' CPU is counted from just before the
-    map pool starts to the end of the reads. ``worker_config`` overrides the workers'
-    settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
-    instead of using ``Shuffle.readers``. ``master_args`` go to the master (``--tenants FILE``:
-    the app registers with the token in ``CROUPIER_TENANT_TOKEN``).
+    The clock starts at the first push (after every process has started) and stops when the
+    last record is verified. The workers' CPU is counted from just before the map pool starts
+    to the end of the reads. ``worker_config`` overrides the workers' settings; with
+    ``batched_reads=False`` reducers open a ``reader`` per partition, not ``Shuffle.readers``.
     """
     import croupier
     from croupier.services.local import LocalCluster
