@@ -75,6 +75,8 @@ class MasterConfig:
         max_apps: at most this many live (registered, not yet unregistered or expired)
             apps; one more gets ``QUOTA_EXCEEDED``. Each live app has an actor, which is
             one thread on the master (about 22 KiB of RSS each; ``tools/app_threads.py``).
+        max_peer_reply_bytes: bytes of replies one client may leave unread; past it, its
+            new requests wait until it reads (PROTOCOL §1, "Per-peer reply budget").
     """
 
     worker_timeout: float = 120.0
@@ -84,6 +86,7 @@ class MasterConfig:
     snapshot_every: int = 10_000
     max_group_events: int = 4096
     max_apps: int = 10_000
+    max_peer_reply_bytes: int = 64 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,9 @@ class WorkerConfig:
             machine (BENCHMARKS.md).
         partition_actors: how many ``PartitionActor`` threads own the worker's locations,
             each a shard of them; 0 gives every location an actor of its own.
+        max_peer_reply_bytes: bytes of replies (fetch chunks above all) one client may leave
+            unread, on each port; past it, its new requests wait until it reads
+            (PROTOCOL §1, "Per-peer reply budget").
     """
 
     heartbeat_interval: float = 10.0
@@ -121,6 +127,7 @@ class WorkerConfig:
     max_message_bytes: int = MAX_DATA_FRAME_BYTES
     commit_fsync: bool = False
     partition_actors: int = 4
+    max_peer_reply_bytes: int = 64 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)

@@ -374,6 +374,11 @@ class RpcServer:
         logger.debug("%s: serving on %s", self.name, self._url)
 
     @property
+    def max_peer_reply_bytes(self) -> int:
+        """The per-peer reply budget, in bytes."""
+        return self._budget.cap
+
+    @property
     def url(self) -> str:
         """The bound endpoint, e.g. ``tcp://127.0.0.1:53211``.
 

@@ -77,6 +77,7 @@ def test_every_master_setting_takes_effect() -> None:
         snapshot_every=3,
         max_group_events=1,
         max_apps=1,
+        max_peer_reply_bytes=1_000_000,
     )
     clock = FakeClock(1000.0)
     log = MemoryEventLog()
@@ -107,6 +108,8 @@ def test_every_master_setting_takes_effect() -> None:
         for t in burst:
             t.join()
         described = master.describe()
+        server = master._front._server
+        peer_cap = server.max_peer_reply_bytes if server is not None else None
     log.close()
     _check_all(
         config,
@@ -121,6 +124,7 @@ def test_every_master_setting_takes_effect() -> None:
             # one command's events per group, however many commands wait together
             "max_group_events": lambda _: described["log_groups"] == described["log_records"] > 40,
             "max_apps": lambda _: seen["second app"] == "QUOTA_EXCEEDED",
+            "max_peer_reply_bytes": lambda value: peer_cap == value,
         },
     )
 
@@ -164,6 +168,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         max_message_bytes=200_000,
         commit_fsync=True,
         partition_actors=2,
+        max_peer_reply_bytes=2_000_000,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -207,6 +212,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
                 isinstance(worker.store, DiskPartitionStore) and worker.store.fsync is value
             ),
             "partition_actors": lambda value: actors == value,
+            "max_peer_reply_bytes": lambda value: (
+                len(worker._servers) == 4
+                and all(s.max_peer_reply_bytes == value for s in worker._servers.values())
+            ),
         }
         _check_all(config, checks)
 
