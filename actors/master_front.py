@@ -124,6 +124,7 @@ class MasterFront:
             name=self._name,
             allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
             on_batch_end=self._flush,
+            max_peer_reply_bytes=self.config.max_peer_reply_bytes,
         )
         self._server.start()
         if self.config.sweep_interval > 0:

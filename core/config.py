@@ -85,6 +85,8 @@ class MasterConfig:
             quotas (None: unlimited): of tenant ``default`` without a tenants file, and of
             every tenant whose file sets neither its own nor a ``[default]`` one. A new
             shuffle past one gets ``QUOTA_EXCEEDED`` (``croupier.core.quotas``).
+        max_peer_reply_bytes: bytes of replies one client may leave unread; past it, its
+            new requests wait until it reads (PROTOCOL §1, "Per-peer reply budget").
     """
 
     worker_timeout: float = 120.0
@@ -99,6 +101,7 @@ class MasterConfig:
     max_partitions: int | None = None
     max_bytes_in_flight: int | None = None
     max_bytes_stored: int | None = None
+    max_peer_reply_bytes: int = 64 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,9 @@ class WorkerConfig:
             machine (BENCHMARKS.md).
         partition_actors: how many ``PartitionActor`` threads own the worker's locations,
             each a shard of them; 0 gives every location an actor of its own.
+        max_peer_reply_bytes: bytes of replies (fetch chunks above all) one client may leave
+            unread, on each port; past it, its new requests wait until it reads
+            (PROTOCOL §1, "Per-peer reply budget").
     """
 
     heartbeat_interval: float = 10.0
@@ -136,6 +142,7 @@ class WorkerConfig:
     max_message_bytes: int = MAX_DATA_FRAME_BYTES
     commit_fsync: bool = False
     partition_actors: int = 4
+    max_peer_reply_bytes: int = 64 * 1024**2
 
 
 @dataclass(frozen=True, slots=True)

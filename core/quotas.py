@@ -234,10 +234,10 @@ def tenant_usage(state: MasterState, pushed: Pushed) -> dict[str, Usage]:
     for app in state.apps.values():
         counts.setdefault(app.tenant, [0, 0, 0, 0, 0])[0] += 1
     for (app_id_, shuffle_id), info in state.shuffles.items():
-        app = state.apps.get(app_id_)
-        if app is None:  # pragma: no cover - the fold removes an app's shuffles with it
+        owner = state.apps.get(app_id_)
+        if owner is None:  # pragma: no cover - the fold removes an app's shuffles with it
             continue
-        row = counts.setdefault(app.tenant, [0, 0, 0, 0, 0])
+        row = counts.setdefault(owner.tenant, [0, 0, 0, 0, 0])
         row[1] += 1
         row[2] += info.num_partitions
         if info.commit is not None:

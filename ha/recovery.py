@@ -14,12 +14,12 @@ from croupier.core.events import decode_event
 from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog, LogCorrupted, replay
 
-__all__ = ["load_state"]
+__all__ = ["UNREPLAYABLE", "load_state", "unreplayable"]
 
 # what a stored snapshot or record that passed its checksum but cannot be folded raises:
 # BadRequest (decode), InvalidEvent (the fold), and the plain errors a damaged snapshot's
 # JSON can give ``MasterState.from_snapshot``
-_UNREPLAYABLE = (CroupierError, ValueError, KeyError, TypeError)
+UNREPLAYABLE = (CroupierError, ValueError, KeyError, TypeError)
 
 
 def load_state(log: EventLog) -> MasterState:
@@ -34,19 +34,19 @@ def load_state(log: EventLog) -> MasterState:
     data, start, tail = replay(log)
     try:
         state = MasterState.from_snapshot(data) if data is not None else MasterState()
-    except _UNREPLAYABLE as exc:
-        raise _unreplayable(f"the snapshot at seq {start}", start, exc) from exc
+    except UNREPLAYABLE as exc:
+        raise unreplayable(f"the snapshot at seq {start}", start, exc) from exc
     state.seq = start
     for seq, record in tail:
         try:
             apply(state, decode_event(record))
-        except _UNREPLAYABLE as exc:
-            raise _unreplayable(f"record {seq}", seq, exc) from exc
+        except UNREPLAYABLE as exc:
+            raise unreplayable(f"record {seq}", seq, exc) from exc
         state.seq = seq
     return state
 
 
-def _unreplayable(what: str, seq: int, exc: Exception) -> LogCorrupted:
+def unreplayable(what: str, seq: int, exc: Exception) -> LogCorrupted:
     reason = exc.message if isinstance(exc, CroupierError) else repr(exc)
     return LogCorrupted(
         f"event log corrupted: {what} passed its checksum but cannot be replayed: {reason};"

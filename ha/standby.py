@@ -30,8 +30,8 @@ from croupier.core.decide import status_reply
 from croupier.core.errors import CroupierError
 from croupier.core.events import decode_event
 from croupier.core.state import MasterState, apply
-from croupier.ha.eventlog import LogTruncated
-from croupier.ha.recovery import load_state
+from croupier.ha.eventlog import LogCorrupted, LogTruncated
+from croupier.ha.recovery import UNREPLAYABLE, load_state, unreplayable
 from croupier.ha.zklog import ZooKeeperEventLog
 
 __all__ = ["HotStandby"]
@@ -44,13 +44,27 @@ class HotStandby:
 
     Parameters:
         view: a read-only ``ZooKeeperEventLog``; this object closes it.
+        load: fold the log now, deferring a failure (``load=False`` leaves it to :meth:`load`,
+            which raises).
     """
 
-    def __init__(self, view: ZooKeeperEventLog) -> None:
+    def __init__(self, view: ZooKeeperEventLog, *, load: bool = True) -> None:
         self._view = view
         self._lock = threading.Lock()
         self._state = MasterState()
-        self._reload()
+        self._broken_at = -1
+        if load:
+            self._reload()
+
+    def load(self) -> None:
+        """Fold the whole log now (a member's start-up: it fails fast rather than serve nothing).
+
+        Raises:
+            LogCorrupted: a snapshot or record passed its checksum but cannot be replayed.
+            Unavailable: the log cannot be read.
+        """
+        with self._lock:
+            self._state = load_state(self._view)
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` on kazoo's thread whenever the log changes (and once now).
@@ -68,17 +82,34 @@ class HotStandby:
         with self._lock:
             try:
                 for seq, record in self._view.read(after=self._state.seq):
-                    apply(self._state, decode_event(record))
-                    self._state.seq = seq
+                    self._fold(seq, record)
             except LogTruncated:
                 # a snapshot replaced the records this fold needed: start from it
                 self._reload()
+            except LogCorrupted as exc:
+                self._report(exc)
             except CroupierError as exc:
                 log.debug("follower fold deferred: %s", exc)
+
+    def _fold(self, seq: int, record: bytes) -> None:
+        try:
+            apply(self._state, decode_event(record))
+        except UNREPLAYABLE as exc:
+            raise unreplayable(f"record {seq}", seq, exc) from exc
+        self._state.seq = seq
+
+    def _report(self, exc: LogCorrupted) -> None:
+        # Once per place: the fold stops there, and every later watch would say it again.
+        seq = int(exc.details.get("seq", 0))
+        if seq != self._broken_at:
+            self._broken_at = seq
+            log.error("follower cannot fold the log (its STATUS stays at seq %d): %s", self._state.seq, exc)
 
     def _reload(self) -> None:
         try:
             self._state = load_state(self._view)
+        except LogCorrupted as exc:
+            self._report(exc)
         except CroupierError as exc:
             log.debug("follower reload deferred: %s", exc)
 

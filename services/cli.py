@@ -45,6 +45,7 @@ def _wait_for_signal() -> None:
 
 
 def cmd_master(args: argparse.Namespace) -> int:
+    from croupier.core.config import parse_size
     from croupier.core.urls import parse_listen
     from croupier.services.master import MasterService
 
@@ -54,6 +55,7 @@ def cmd_master(args: argparse.Namespace) -> int:
         takeover_grace=parse_duration(args.grace),
         max_apps=args.max_apps,
         **_quota_settings(args),
+        max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
     )
     if args.ha:
         from croupier.services.ha_master import HaMasterService
@@ -217,6 +219,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         partition_actors=args.partition_actors,
         flush_threshold=parse_size(args.flush_threshold),
         chunk_size=parse_size(args.chunk_size),
+        max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
     )
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
@@ -322,7 +325,16 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
     )
     _add_quota_flags(m)
+    _add_peer_reply_flag(m, MasterConfig().max_peer_reply_bytes)
     m.set_defaults(func=cmd_master)
+
+
+def _add_peer_reply_flag(parser: argparse.ArgumentParser, default: int) -> None:
+    parser.add_argument(
+        "--max-peer-reply-bytes",
+        default=str(default),
+        help="bytes of replies one client may leave unread before its requests wait",
+    )
 
 
 def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
@@ -363,6 +375,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         default=WorkerConfig().partition_actors,
         help="actor threads that own the locations, each a shard of them (0 = one per location)",
     )
+    _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     w.set_defaults(func=cmd_worker)
 
 

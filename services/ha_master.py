@@ -105,8 +105,11 @@ class HaMasterService(Service):
                 self._zk.start(timeout=30)
             except self._zk.handler.timeout_exception as exc:
                 raise Unavailable(f"cannot reach ZooKeeper at {self._hosts} in 30 s") from exc
+            # Fold the log before binding: one that cannot be replayed stops the start here,
+            # before the URL is printed (the embedded master's LogCorrupted stop).
+            self._standby = HotStandby(ZooKeeperEventLog(self._zk, self.root, writer=False), load=False)
+            self._standby.load()
             self._front.start()
-            self._standby = HotStandby(ZooKeeperEventLog(self._zk, self.root, writer=False))
             self._leadership = Leadership(
                 self._zk,
                 self.root,

@@ -195,6 +195,7 @@ class WorkerService(Service):
             name=f"worker-{name}",
             allowed_types=[int(t) for t in types],
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
+            max_peer_reply_bytes=self.config.max_peer_reply_bytes,
         )
         server.start()
         self._servers[name] = server

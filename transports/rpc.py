@@ -57,6 +57,7 @@ from croupier.core.errors import (
     error_from_wire,
 )
 from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Header, Kind, MsgType, decode_body, encode_body
+from croupier.transports._conn_budget import ServerConnections
 from croupier.transports._framing import (
     COPY_THRESHOLD,
     Frames,
@@ -67,6 +68,7 @@ from croupier.transports._framing import (
     reply_frames,
 )
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
+from croupier.transports._zap import ZapHandler
 
 __all__ = [
     "Handler",
@@ -322,6 +324,10 @@ class RpcServer:
         self._wake_r = -1
         self._wake_w = -1
         self._warn_bad = _RateLimitedWarning()
+        self.connections = ServerConnections(name)
+        self._zap: ZapHandler | None = None
+        self._monitor: _Socket | None = None
+        self._zap_domain = f"croupier/{name}/{id(self):x}"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -350,10 +356,12 @@ class RpcServer:
                 sock.setsockopt(zmq.MAXMSGSIZE, self._max_message_bytes)
                 sock.setsockopt(zmq.SNDHWM, _HWM)
                 sock.setsockopt(zmq.RCVHWM, _HWM)
+                self._guard_connections(ctx, sock)
                 sock.bind(self._bind)
                 self._url = sock.getsockopt(zmq.LAST_ENDPOINT).decode()  # type: ignore[union-attr]
             except zmq.ZMQError as exc:
                 sock.close(linger=0)
+                self._unguard_connections()
                 self._release_context()
                 self._stopped = True
                 raise Unavailable(f"{self.name}: cannot bind {self._bind}: {exc}") from exc
@@ -364,6 +372,11 @@ class RpcServer:
             self._thread = threading.Thread(target=self._run, name=f"croupier-{self.name}", daemon=True)
             self._thread.start()
         logger.debug("%s: serving on %s", self.name, self._url)
+
+    @property
+    def max_peer_reply_bytes(self) -> int:
+        """The per-peer reply budget, in bytes."""
+        return self._budget.cap
 
     @property
     def url(self) -> str:
@@ -405,8 +418,40 @@ class RpcServer:
                 if fd >= 0:
                     os.close(fd)
             self._wake_r = self._wake_w = -1
+        self._unguard_connections()
         self._release_context()
         logger.debug("%s: stopped; stats %s", self.name, self.stats.as_dict())
+
+    def _guard_connections(self, ctx: _Context, sock: _Socket) -> None:
+        """Put every new connection to ZAP, where the connection budget may refuse it.
+
+        Without a ZAP handler (the endpoint is taken in this context, or no thread can start)
+        the server runs without a budget and says so.
+        """
+        try:
+            zap = ZapHandler.acquire(ctx)
+        except (zmq.ZMQError, RuntimeError) as exc:
+            logger.warning("%s: no connection budget (no ZAP handler: %s)", self.name, exc)
+            return
+        self._zap = zap
+        # Not EVENT_ACCEPT_FAILED: libzmq retries a failed accept in a loop, one event per try.
+        events = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+        self._monitor = sock.get_monitor_socket(events)
+        zap.watch(self._monitor, self.connections.on_event)
+        zap.add_policy(self._zap_domain, self.connections.policy)
+        sock.setsockopt(zmq.ZAP_DOMAIN, self._zap_domain.encode())
+
+    def _unguard_connections(self) -> None:
+        """After the socket is closed: stop counting its connections, give the ZAP handler back."""
+        zap, self._zap = self._zap, None
+        if zap is None:
+            return
+        if self._monitor is not None:
+            zap.unwatch(self._monitor)
+            self._monitor = None
+        zap.remove_policy(self._zap_domain, self.connections.policy)
+        self.connections.close()
+        zap.release()
 
     def _release_context(self) -> None:
         if self._given_context is None and self._context is not None:

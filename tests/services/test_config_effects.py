@@ -83,6 +83,7 @@ def test_every_master_setting_takes_effect() -> None:
         max_partitions=10,
         max_bytes_in_flight=1000,
         max_bytes_stored=2000,
+        max_peer_reply_bytes=1_000_000,
     )
     clock = FakeClock(1000.0)
     log = MemoryEventLog()
@@ -116,6 +117,8 @@ def test_every_master_setting_takes_effect() -> None:
         for t in burst:
             t.join()
         described = master.describe()
+        server = master._front._server
+        peer_cap = server.max_peer_reply_bytes if server is not None else None
     log.close()
 
     def _limit(name: str) -> object:
@@ -141,6 +144,7 @@ def test_every_master_setting_takes_effect() -> None:
             "max_partitions": lambda v: _limit("max_partitions") == v,
             "max_bytes_in_flight": lambda v: _limit("max_bytes_in_flight") == v,
             "max_bytes_stored": lambda v: _limit("max_bytes_stored") == v,
+            "max_peer_reply_bytes": lambda value: peer_cap == value,
         },
     )
 
@@ -184,6 +188,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         max_message_bytes=200_000,
         commit_fsync=True,
         partition_actors=2,
+        max_peer_reply_bytes=2_000_000,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -227,6 +232,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
                 isinstance(worker.store, DiskPartitionStore) and worker.store.fsync is value
             ),
             "partition_actors": lambda value: actors == value,
+            "max_peer_reply_bytes": lambda value: (
+                len(worker._servers) == 4
+                and all(s.max_peer_reply_bytes == value for s in worker._servers.values())
+            ),
         }
         _check_all(config, checks)
 

@@ -5,6 +5,7 @@ Also the client side: a server that replies with garbage does not confuse RpcCli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -247,8 +248,11 @@ def _tcp_port(url: str) -> int:
 )
 def test_raw_tcp_garbage_is_dropped(server: RpcServer, ctx: _Ctx, payload: bytes) -> None:
     with socket.create_connection(("127.0.0.1", _tcp_port(server.url)), timeout=5) as conn:
-        conn.sendall(payload)
-        conn.shutdown(socket.SHUT_WR)
+        # With a ZAP domain set, libzmq hangs up on a peer that is not ZMTP 3 at once (such a
+        # peer could not be put to ZAP): the hang-up may come before the payload is all sent.
+        with contextlib.suppress(OSError):
+            conn.sendall(payload)
+            conn.shutdown(socket.SHUT_WR)
         conn.settimeout(2)
         try:
             while conn.recv(4096):  # libzmq's greeting, then it hangs up
