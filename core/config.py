@@ -110,6 +110,12 @@ class WorkerConfig:
             machine (BENCHMARKS.md).
         partition_actors: how many ``PartitionActor`` threads own the worker's locations,
             each a shard of them; 0 gives every location an actor of its own.
+        throttle_window: seconds over which each app's push rate (bytes accepted on PUSH
+            per second) is measured; 0 turns abnormal-app throttling off.
+        throttle_floor: bytes per second an app must exceed to be throttled.
+        throttle_z: the z-score against the other apps' rates (leave-one-out) an app must
+            exceed to be throttled (``core/throttle.py``). A throttled app's pushes get
+            ``CONGESTED`` until its rate falls; other apps proceed.
     """
 
     heartbeat_interval: float = 10.0
@@ -121,6 +127,9 @@ class WorkerConfig:
     max_message_bytes: int = MAX_DATA_FRAME_BYTES
     commit_fsync: bool = False
     partition_actors: int = 4
+    throttle_window: float = 300.0
+    throttle_floor: int = 200 * 1000**2
+    throttle_z: float = 3.0
 
 
 @dataclass(frozen=True, slots=True)

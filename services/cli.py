@@ -2,6 +2,7 @@
 
 croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--max-apps N]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
+                [--throttle-window 5min] [--throttle-floor 200MB] [--throttle-z 3] [--no-throttle]
 croupier local [--workers N]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json]
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
@@ -150,6 +151,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         partition_actors=args.partition_actors,
         flush_threshold=parse_size(args.flush_threshold),
         chunk_size=parse_size(args.chunk_size),
+        throttle_window=0.0 if args.no_throttle else parse_duration(args.throttle_window),
+        throttle_floor=parse_size(args.throttle_floor),
+        throttle_z=args.throttle_z,
     )
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
@@ -289,7 +293,29 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         default=WorkerConfig().partition_actors,
         help="actor threads that own the locations, each a shard of them (0 = one per location)",
     )
+    _add_throttle_flags(w)
     w.set_defaults(func=cmd_worker)
+
+
+def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
+    default = WorkerConfig()
+    w.add_argument(
+        "--throttle-window",
+        default=f"{default.throttle_window:g}s",
+        help="abnormal-app throttling: each app's push rate is measured over this window (0 = off)",
+    )
+    w.add_argument(
+        "--throttle-floor",
+        default=f"{default.throttle_floor // 1000**2}MB",
+        help="bytes per second an app must exceed to be throttled",
+    )
+    w.add_argument(
+        "--throttle-z",
+        type=float,
+        default=default.throttle_z,
+        help="z-score against the other apps' push rates an app must exceed to be throttled",
+    )
+    w.add_argument("--no-throttle", action="store_true", help="turn abnormal-app throttling off")
 
 
 def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:

@@ -46,6 +46,7 @@ from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.throttle import AppThrottle
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
@@ -92,6 +93,12 @@ class WorkerService(Service):
         self._given_store = store
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
+        cfg = self.config
+        self.throttle = (  # abnormal-app throttling of PUSH; None when the window is 0
+            AppThrottle(cfg.throttle_window, cfg.throttle_floor, cfg.throttle_z)
+            if cfg.throttle_window > 0
+            else None
+        )
         self._locations = Locations()
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
         self._on_disk: set[tuple[str, int]] = set()
@@ -130,7 +137,9 @@ class WorkerService(Service):
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
-            push = PushHandler(identity, self._locations, self._reservations, self.limiter, self._replicator)
+            push = PushHandler(
+                identity, self._locations, self._reservations, self.limiter, self._replicator, self.throttle
+            )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(
                 self._locations, self._reservations, store, self.incarnation, self._info
