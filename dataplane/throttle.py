@@ -109,9 +109,9 @@ class AppThrottle:
             return
         rate, z = found
         raise Congested(
-            f"app {app_id} is throttled: it pushed {rate / 1e6:.1f} MB/s here over the last"
+            f"app {app_id} is throttled: it pushed {rate / 1e6:.3g} MB/s here over the last"
             f" {self.window:g} s, abnormal against the other apps (z {z:.1f} > {self.rule.z:g},"
-            f" floor {self.rule.floor / 1e6:g} MB/s); retry later",
+            f" floor {self.rule.floor / 1e6:.3g} MB/s); retry later",
             {
                 "throttled": True,
                 "app_id": app_id,
@@ -147,7 +147,7 @@ class AppThrottle:
         found = abnormal(rates, self.rule)
         for app_id in found.keys() - self.throttled.keys():
             log.warning(
-                "throttling app %s: %.1f MB/s over %g s, z %.1f against %d other apps",
+                "throttling app %s: %.3g MB/s over %g s, z %.1f against %d other apps",
                 app_id,
                 rates[app_id] / 1e6,
                 self.window,
@@ -155,6 +155,6 @@ class AppThrottle:
                 len(rates) - 1,
             )
         for app_id in self.throttled.keys() - found.keys():
-            log.info("app %s is no longer throttled (%.1f MB/s)", app_id, rates.get(app_id, 0.0) / 1e6)
+            log.info("app %s is no longer throttled (%.3g MB/s)", app_id, rates.get(app_id, 0.0) / 1e6)
         self.rates = rates
         self.throttled = {app_id: (rates[app_id], z) for app_id, z in found.items()}

@@ -138,12 +138,11 @@ def _status_text(status: StatusReply) -> str:
     return "\n".join(lines)
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def worker_config(args: argparse.Namespace) -> WorkerConfig:
+    """The ``WorkerConfig`` of ``croupier worker``'s flags."""
     from croupier.core.config import parse_size
-    from croupier.services.worker import WorkerService
 
-    dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
-    config = WorkerConfig(
+    return WorkerConfig(
         heartbeat_interval=parse_duration(args.heartbeat),
         memory_cap=parse_size(args.memory),
         slots=args.slots,
@@ -155,6 +154,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         throttle_floor=parse_size(args.throttle_floor),
         throttle_z=args.throttle_z,
     )
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from croupier.services.worker import WorkerService
+
+    dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
+    config = worker_config(args)
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
