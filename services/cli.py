@@ -347,7 +347,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument(
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
-        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads",
+        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)

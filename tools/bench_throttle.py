@@ -1,20 +1,21 @@
 """``croupier bench --scenarios throttle``: a quiet app's throughput beside a flooding app.
 
-One run has three phases, interleaved run by run, each on a one-worker cluster (the
-master and the worker are subprocesses; unreplicated shuffles):
+Each app is a process of its own, on single-worker clusters (master and worker are
+subprocesses; unreplicated shuffles). One run has these phases, interleaved run by run:
 
-- ``solo``: the quiet app alone, pushing at a modest paced rate;
-- ``flood``: the same, while a second app pushes as fast as it can (started a little
-  earlier), on a worker with throttling off (``--no-throttle``);
-- ``flood-throttled``: the same on a worker with throttling on, with a small window and
-  floor so that it engages within the run.
+- ``solo``: the quiet app alone, pushing at a modest paced rate (30 MB/s);
+- ``flood/CAP``: the same while a second app pushes as fast as it can (from 2 s
+  earlier), on a worker with throttling off and a memory cap of CAP;
+- ``flood-throttled/CAP``: the same on a worker with throttling on, with a small window
+  (5 s) and floor (20 MB/s) so that it engages within the phase.
 
-Each app is a process of its own. The quiet app's throughput is its bytes over the time
-from its first write to its writer's ``close()`` (every batch acknowledged); it is
-reported as a ratio of its ``solo`` median, with and without throttling. The flooder's
-rate (bytes written, which its writer's back-pressure keeps close to the bytes taken)
-and its ``CONGESTED`` retries are reported beside it. Runs in the caller's thread;
-every process it starts is stopped before it returns.
+CAP is 64 MiB (the flood fills it within a phase: the memory-bound case, where the
+worker answers every app ``CONGESTED``) and the default 1 GiB (it does not: the two
+apps only share the CPU). The quiet app's throughput is its bytes over the time from
+its first write to its writer's ``close()`` (every batch acknowledged), reported as a
+ratio of its ``solo`` median. Beside it: the flooder's rate (bytes written, which its
+writer's back-pressure keeps near the bytes taken) and both apps' ``CONGESTED`` retries.
+Runs in the caller's thread; every process it starts is stopped before it returns.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from typing import Any
 
 from croupier.core.config import WorkerConfig
 
-__all__ = ["PHASES", "flood_task", "quiet_task", "throttle_scenario"]
+__all__ = ["flood_task", "quiet_task", "throttle_scenario"]
 
-PHASES = ("solo", "flood", "flood-throttled")
 _RECORD = 16 * 1024
 _FLOOD_RECORD = 64 * 1024
 _PARTITIONS = 8
@@ -110,8 +110,8 @@ def _phase(
     return out
 
 
-def _median(values: list[float], digits: int = 2) -> float:
-    return round(statistics.median(values), digits)
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
 
 
 def _summary(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -119,7 +119,11 @@ def _summary(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for phase, found in samples.items():
         quiet = [s["quiet"]["mb_per_s"] for s in found]
         entry: dict[str, Any] = {
-            "quiet_mb_per_s": {"median": _median(quiet), "min": _median([min(quiet)]), "max": max(quiet)},
+            "quiet_mb_per_s": {
+                "median": _median(quiet),
+                "min": round(min(quiet), 2),
+                "max": round(max(quiet), 2),
+            },
             "quiet_congested": [s["quiet"]["congested"] for s in found],
             "runs": len(found),
         }
@@ -129,61 +133,75 @@ def _summary(samples: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         out[phase] = entry
     solo = out["solo"]["quiet_mb_per_s"]["median"]
     out["ratios"] = {
-        f"quiet_{phase.replace('-', '_')}_to_solo": round(out[phase]["quiet_mb_per_s"]["median"] / solo, 3)
-        for phase in PHASES[1:]
+        f"quiet_{phase}_to_solo": round(out[phase]["quiet_mb_per_s"]["median"] / solo, 3)
+        for phase in samples
+        if phase != "solo"
     }
     return out
+
+
+def _mib(n: int) -> str:
+    return f"{n // 2**30}GiB" if n % 2**30 == 0 else f"{n // 2**20}MiB"
+
+
+def _clusters(
+    stack: ExitStack, tmp: Path, memories: tuple[int, ...], window: float, floor: int, z: float
+) -> dict[str, Any]:
+    """One single-worker cluster per (memory cap, throttling off or on), by phase name."""
+    from croupier.services.local import LocalCluster
+
+    clusters: dict[str, Any] = {}
+    for memory in memories:
+        for throttled in (False, True):
+            config = WorkerConfig(
+                heartbeat_interval=1.0,
+                memory_cap=memory,
+                throttle_window=window if throttled else 0.0,
+                throttle_floor=floor,
+                throttle_z=z,
+            )
+            name = f"{'flood-throttled' if throttled else 'flood'}/{_mib(memory)}"
+            path = tmp / name.replace("/", "-")
+            clusters[name] = stack.enter_context(LocalCluster(1, path, processes=True, worker_config=config))
+    return clusters
 
 
 def throttle_scenario(
     *,
     runs: int,
-    seconds: float = 8.0,
-    rate: float = 8e6,
+    seconds: float = 5.0,
+    rate: float = 30e6,
     window: float = 5.0,
     floor: int = 20_000_000,
     z: float = 3.0,
-    memory: int = 1024**3,
+    memories: tuple[int, ...] = (64 * 2**20, 2**30),
 ) -> dict[str, Any]:
-    """Run the three phases ``runs`` times, interleaved; their figures and the ratios to ``solo``.
+    """Run the phases ``runs`` times, interleaved; their figures and the ratios to ``solo``.
+
+    The phases: ``solo`` (on the first cluster), then for each worker memory cap of
+    ``memories`` ``flood/CAP`` (throttling off) and ``flood-throttled/CAP``.
 
     Parameters:
         seconds: how long the quiet app writes in each phase.
         rate: the quiet app's paced rate, bytes per second.
-        window, floor, z: the throttled worker's settings.
-        memory: both workers' memory cap.
+        window, floor, z: the throttled workers' settings.
+        memories: the workers' memory caps: a small one fills under the flood within a
+            phase (the memory-bound case), the default 1 GiB does not (CPU only).
     """
-    from croupier.services.local import LocalCluster
-
-    configs = {
-        "off": WorkerConfig(heartbeat_interval=1.0, memory_cap=memory, throttle_window=0.0),
-        "on": WorkerConfig(
-            heartbeat_interval=1.0,
-            memory_cap=memory,
-            throttle_window=window,
-            throttle_floor=floor,
-            throttle_z=z,
-        ),
-    }
-    samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PHASES}
+    samples: dict[str, list[dict[str, Any]]] = {}
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="croupier-throttle-")))
-        clusters = {
-            name: stack.enter_context(LocalCluster(1, tmp / name, processes=True, worker_config=config))
-            for name, config in configs.items()
-        }
+        clusters = _clusters(stack, tmp, memories, window, floor, z)
         ctx = multiprocessing.get_context("spawn")
         pool = stack.enter_context(ProcessPoolExecutor(2, mp_context=ctx))
         for warm in [pool.submit(_warm) for _ in range(2)]:
             warm.result()
+        phases = [("solo", next(iter(clusters.values()))), *clusters.items()]
         for r in range(runs):
-            for phase in PHASES:
-                cluster = clusters["on" if phase == "flood-throttled" else "off"]
-                stop = tmp / f"stop-{r}-{phase}"
-                found = _phase(
-                    pool, cluster.master_url, phase != "solo", stop, rate=rate, seconds=seconds
-                )
-                samples[phase].append(found)
+            for phase, cluster in phases:
+                stop = tmp / f"stop-{r}-{phase.replace('/', '-')}"
+                found = _phase(pool, cluster.master_url, phase != "solo", stop, rate=rate, seconds=seconds)
+                samples.setdefault(phase, []).append(found)
     out = _summary(samples)
     out["settings"] = {
         "quiet_rate_mb_per_s": rate / 1e6,
@@ -191,6 +209,6 @@ def throttle_scenario(
         "throttle_window": window,
         "throttle_floor_mb_per_s": floor / 1e6,
         "throttle_z": z,
-        "worker_memory_cap_mib": memory / 2**20,
+        "worker_memory_caps": [_mib(m) for m in memories],
     }
     return out
