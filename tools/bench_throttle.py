@@ -4,8 +4,8 @@ Each app is a process of its own, on single-worker clusters (master and worker a
 subprocesses; unreplicated shuffles). One run has these phases, interleaved run by run:
 
 - ``solo``: the quiet app alone, pushing at a modest paced rate (30 MB/s);
-- ``flood/CAP``: the same while a second app pushes as fast as it can (from 2 s
-  earlier), on a worker with throttling off and a memory cap of CAP;
+- ``flood/CAP``: the same while a second app pushes as fast as it can (two processes,
+  one map each, from 2 s earlier), on a worker with throttling off and a memory cap of CAP;
 - ``flood-throttled/CAP``: the same on a worker with throttling on, with a small window
   (5 s) and floor (20 MB/s) so that it engages within the phase.
 
@@ -67,14 +67,16 @@ def quiet_task(url: str, rate: float, seconds: float, delay: float) -> dict[str,
     return {"bytes": written, "seconds": took, "mb_per_s": written / took / 1e6, "congested": congested}
 
 
-def flood_task(url: str, stop: str, limit: float) -> dict[str, float]:
-    """Register an app and write as fast as it can until the file ``stop`` exists (or ``limit`` s)."""
+def flood_task(
+    url: str, app_id: str, shuffle_id: int, map_id: int, stop: str, limit: float
+) -> dict[str, float]:
+    """Write map ``map_id`` of the flooding app's shuffle as fast as it can, until the file
+    ``stop`` exists (or ``limit`` s); then abort the writer."""
     import croupier
 
     record = os.urandom(_FLOOD_RECORD)
     with croupier.connect(url) as client:
-        app = client.register_app("flood")
-        writer = app.register_shuffle(1, _PARTITIONS, replicate=False).writer(0)
+        writer = client.open_shuffle(app_id, shuffle_id).writer(map_id)
         start = time.perf_counter()
         i = 0
         while not os.path.exists(stop) and time.perf_counter() - start < limit:
@@ -83,7 +85,6 @@ def flood_task(url: str, stop: str, limit: float) -> dict[str, float]:
         took = time.perf_counter() - start
         stats = writer.stats
         writer.abort()
-        app.unregister()
     return {"mb_per_s": stats["bytes"] / took / 1e6, "congested": stats["congested"]}
 
 
@@ -94,19 +95,30 @@ def _warm() -> int:
 
 
 def _phase(
-    pool: ProcessPoolExecutor, url: str, flood: bool, stop: Path, *, rate: float, seconds: float
+    pool: ProcessPoolExecutor, url: str, flooders: int, stop: Path, *, rate: float, seconds: float
 ) -> dict[str, Any]:
-    """One phase: the quiet app (after the flooder's head start, if any); both apps' figures."""
-    flooding = pool.submit(flood_task, url, str(stop), seconds * 10 + 60) if flood else None
-    quiet = pool.submit(quiet_task, url, rate, seconds, 2.0 if flood else 0.0)
-    try:
-        out: dict[str, Any] = {"quiet": quiet.result()}
-    finally:
-        stop.touch()
-        if flooding is not None:
-            found = flooding.result()
-    if flooding is not None:
-        out["flood"] = found
+    """One phase: the quiet app (after the flooders' head start, if any); both apps' figures."""
+    import croupier
+
+    with croupier.connect(url) as client:
+        app = client.register_app("flood")
+        shuffle = app.register_shuffle(max(1, flooders), _PARTITIONS, replicate=False)
+        flooding = [
+            pool.submit(flood_task, url, app.app_id, shuffle.shuffle_id, m, str(stop), seconds * 10 + 60)
+            for m in range(flooders)
+        ]
+        quiet = pool.submit(quiet_task, url, rate, seconds, 2.0 if flooders else 0.0)
+        try:
+            out: dict[str, Any] = {"quiet": quiet.result()}
+        finally:
+            stop.touch()
+            found = [f.result() for f in flooding]
+            app.unregister()
+    if found:
+        out["flood"] = {
+            "mb_per_s": sum(f["mb_per_s"] for f in found),
+            "congested": sum(f["congested"] for f in found),
+        }
     return out
 
 
@@ -175,6 +187,7 @@ def throttle_scenario(
     floor: int = 20_000_000,
     z: float = 3.0,
     memories: tuple[int, ...] = (64 * 2**20, 2**30),
+    flooders: int = 2,
 ) -> dict[str, Any]:
     """Run the phases ``runs`` times, interleaved; their figures and the ratios to ``solo``.
 
@@ -187,20 +200,28 @@ def throttle_scenario(
         window, floor, z: the throttled workers' settings.
         memories: the workers' memory caps: a small one fills under the flood within a
             phase (the memory-bound case), the default 1 GiB does not (CPU only).
+        flooders: processes writing the flooding app's shuffle, one map each.
     """
     samples: dict[str, list[dict[str, Any]]] = {}
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="croupier-throttle-")))
         clusters = _clusters(stack, tmp, memories, window, floor, z)
         ctx = multiprocessing.get_context("spawn")
-        pool = stack.enter_context(ProcessPoolExecutor(2, mp_context=ctx))
-        for warm in [pool.submit(_warm) for _ in range(2)]:
+        pool = stack.enter_context(ProcessPoolExecutor(flooders + 1, mp_context=ctx))
+        for warm in [pool.submit(_warm) for _ in range(flooders + 1)]:
             warm.result()
         phases = [("solo", next(iter(clusters.values()))), *clusters.items()]
         for r in range(runs):
             for phase, cluster in phases:
                 stop = tmp / f"stop-{r}-{phase.replace('/', '-')}"
-                found = _phase(pool, cluster.master_url, phase != "solo", stop, rate=rate, seconds=seconds)
+                found = _phase(
+                    pool,
+                    cluster.master_url,
+                    0 if phase == "solo" else flooders,
+                    stop,
+                    rate=rate,
+                    seconds=seconds,
+                )
                 samples.setdefault(phase, []).append(found)
     out = _summary(samples)
     out["settings"] = {
@@ -210,5 +231,6 @@ def throttle_scenario(
         "throttle_floor_mb_per_s": floor / 1e6,
         "throttle_z": z,
         "worker_memory_caps": [_mib(m) for m in memories],
+        "flood_processes": flooders,
     }
     return out
