@@ -40,6 +40,7 @@ class _Counter:
     counts: list[int]
     ids: list[int]
     total: int = 0  # the bytes of every bucket in the ring
+    expired: int = 0  # every bucket before this one is zero (or counted out of ``total``)
 
     def add(self, bucket: int, nbytes: int) -> None:
         i = bucket % len(self.counts)
@@ -51,11 +52,17 @@ class _Counter:
         self.total += nbytes
 
     def expire(self, oldest: int) -> int:
-        """Drop the buckets older than ``oldest``; the bytes left."""
-        for i, b in enumerate(self.ids):
-            if b < oldest and self.counts[i]:
-                self.total -= self.counts[i]
-                self.counts[i] = 0
+        """Drop the buckets older than ``oldest``; the bytes left. O(1) when evaluated every
+        bucket or more often (only the buckets since the last call are looked at)."""
+        n = len(self.counts)
+        if oldest - self.expired >= n:
+            older = [i for i, b in enumerate(self.ids) if b < oldest]
+        else:
+            older = [b % n for b in range(self.expired, oldest) if self.ids[b % n] == b]
+        for i in older:
+            self.total -= self.counts[i]
+            self.counts[i] = 0
+        self.expired = max(self.expired, oldest)
         return self.total
 
 
@@ -109,9 +116,9 @@ class AppThrottle:
             return
         rate, z = found
         raise Congested(
-            f"app {app_id} is throttled: it pushed {rate / 1e6:.3g} MB/s here over the last"
+            f"app {app_id} is throttled: it pushed {rate / 1e6:.4g} MB/s here over the last"
             f" {self.window:g} s, abnormal against the other apps (z {z:.1f} > {self.rule.z:g},"
-            f" floor {self.rule.floor / 1e6:.3g} MB/s); retry later",
+            f" floor {self.rule.floor / 1e6:.4g} MB/s); retry later",
             {
                 "throttled": True,
                 "app_id": app_id,
@@ -127,7 +134,8 @@ class AppThrottle:
         bucket = int(self._clock() // self._width)
         counter = self._apps.get(app_id)
         if counter is None:
-            counter = self._apps[app_id] = _Counter(bucket, [0] * self._buckets, [bucket] * self._buckets)
+            counter = _Counter(bucket, [0] * self._buckets, [bucket] * self._buckets, expired=bucket)
+            self._apps[app_id] = counter
         counter.add(bucket, nbytes)
 
     def evaluate(self, now: float) -> None:
@@ -147,7 +155,7 @@ class AppThrottle:
         found = abnormal(rates, self.rule)
         for app_id in found.keys() - self.throttled.keys():
             log.warning(
-                "throttling app %s: %.3g MB/s over %g s, z %.1f against %d other apps",
+                "throttling app %s: %.4g MB/s over %g s, z %.1f against %d other apps",
                 app_id,
                 rates[app_id] / 1e6,
                 self.window,
@@ -155,6 +163,6 @@ class AppThrottle:
                 len(rates) - 1,
             )
         for app_id in self.throttled.keys() - found.keys():
-            log.info("app %s is no longer throttled (%.3g MB/s)", app_id, rates.get(app_id, 0.0) / 1e6)
+            log.info("app %s is no longer throttled (%.4g MB/s)", app_id, rates.get(app_id, 0.0) / 1e6)
         self.rates = rates
         self.throttled = {app_id: (rates[app_id], z) for app_id, z in found.items()}

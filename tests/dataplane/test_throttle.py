@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from croupier.actors.flusher import FlusherActor
 from croupier.actors.partition_actor import PartitionActor
@@ -154,3 +156,36 @@ def test_settings_are_checked() -> None:
     for window, floor, z in ((0.0, 1, 3), (1.0, 0, 3), (1.0, 1, 0)):
         with pytest.raises(ValueError):
             AppThrottle(window, floor, z)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=30.0),
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(1, 10**6),
+            st.booleans(),
+        ),
+        max_size=60,
+    )
+)
+def test_window_bytes_are_the_pushes_of_the_buckets_in_the_window(
+    steps: list[tuple[float, str, int, bool]],
+) -> None:
+    # a brute-force reference: every push's bucket and bytes, summed over the window's buckets
+    clock = Clock()
+    throttle = AppThrottle(10.0, 1e15, 3.0, buckets=5, clock=clock)
+    pushed: list[tuple[int, str, int]] = []
+    for dt, app, nbytes, evaluate in steps:
+        clock.now += dt
+        throttle.record(app, nbytes)
+        pushed.append((int(clock.now // 2.0), app, nbytes))
+        if not evaluate:
+            continue
+        throttle.evaluate(clock.now)
+        oldest = int(clock.now // 2.0) - 4
+        expected: dict[str, int] = {}
+        for bucket, who, n in pushed:
+            if bucket >= oldest:
+                expected[who] = expected.get(who, 0) + n
+        assert {a: c.total for a, c in throttle._apps.items()} == expected
