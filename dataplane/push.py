@@ -95,6 +95,7 @@ class PushHandler:
         reservations: Reservations,
         limiter: MemoryLimiter,
         replicator: AsyncRpcClient,
+        *,
         throttle: AppThrottle | None = None,
     ) -> None:
         self._identity = identity

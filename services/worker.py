@@ -138,7 +138,12 @@ class WorkerService(Service):
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
             push = PushHandler(
-                identity, self._locations, self._reservations, self.limiter, self._replicator, self.throttle
+                identity,
+                self._locations,
+                self._reservations,
+                self.limiter,
+                self._replicator,
+                throttle=self.throttle,
             )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(

@@ -64,7 +64,7 @@ def worker() -> Iterator[Worker]:
     clock = Clock()
     # a 10 s window of 1 s counters; throttled over 3000 B/s and z 3
     throttle = AppThrottle(10.0, 3000, 3.0, buckets=10, clock=clock)
-    handler = PushHandler(ME, locations, reservations, limiter, replicator, throttle)
+    handler = PushHandler(ME, locations, reservations, limiter, replicator, throttle=throttle)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
     client = RpcClient(server.url, timeout=10, retries=0)
