@@ -9,7 +9,7 @@ reported to the master at registration):
     fetch      OPEN_STREAM, FETCH_CHUNK                   (from readers)
 
 What each request does lives in ``croupier.dataplane`` (push, reservations, commit, fetch,
-control, orphans, registration); this module builds those parts, starts them and stops them. Every
+control, orphans, registration, throttle); this module builds those parts, starts them and stops them. Every
 process start gets a fresh incarnation id; committed files found on disk at start are
 served under it.
 
