@@ -131,6 +131,12 @@ class WorkerConfig:
         max_peer_reply_bytes: bytes of replies (fetch chunks above all) one client may leave
             unread, on each port; past it, its new requests wait until it reads
             (PROTOCOL §1, "Per-peer reply budget").
+        throttle_window: seconds over which each app's push rate (bytes accepted on PUSH
+            per second) is measured; 0 turns abnormal-app throttling off.
+        throttle_floor: bytes per second an app must exceed to be throttled.
+        throttle_z: the z-score against the other apps' rates (leave-one-out) an app must
+            exceed to be throttled (``core/throttle.py``). A throttled app's pushes get
+            ``CONGESTED`` until its rate falls; other apps proceed.
     """
 
     heartbeat_interval: float = 10.0
@@ -143,6 +149,9 @@ class WorkerConfig:
     commit_fsync: bool = False
     partition_actors: int = 4
     max_peer_reply_bytes: int = 64 * 1024**2
+    throttle_window: float = 300.0
+    throttle_floor: int = 200 * 1000**2
+    throttle_z: float = 3.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ locations      which ``PartitionActor`` owns each location; sealing a shuffle at
 reservations   the locations the master placed here (RESERVE); PUSH and REPLICATE are checked against them
 push           PUSH and REPLICATE: parse, check placement and digests, admit against the memory limiter,
                deliver, replicate
+throttle       per-app push rates over a sliding window; PUSH of an abnormal app is CONGESTED
 commit         COMMIT_FILES: the reports of live locations and of committed files on disk
 fetch          OPEN_STREAM and FETCH_CHUNK, reads on a thread pool
 control        the control port: RESERVE, COMMIT_FILES, DESTROY (off the server thread), WORKER_INFO, PING

@@ -2,7 +2,8 @@
 
 A request is parsed and checked (frames against its batch list, then its incarnation,
 then that the master placed every one of its locations here as this copy (``Reservations``),
-then every batch's digest), its locations are admitted, its bytes are taken from the
+then, for a PUSH, that its app is not throttled (``AppThrottle``), then every batch's
+digest), its locations are admitted, its bytes are taken from the
 ``MemoryLimiter`` (or the request is ``CONGESTED``), and its batches are told to the
 locations' actors. A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and
 acknowledged only when the replica answered: both copies are in memory (write-ahead memory
@@ -24,6 +25,7 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.throttle import AppThrottle
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
 from croupier.transports.digest import digest_ok
@@ -85,6 +87,7 @@ class PushHandler:
     limiter: the worker's memory budget; full means ``CONGESTED``.
     replicator: sends the REPLICATEs (started and stopped by the caller).
     pushed: counts the bytes taken as primary, for the tenants' bytes in flight.
+    throttle: per-app push rates; a PUSH of a throttled app is ``CONGESTED`` (None: off).
     """
 
     def __init__(
@@ -95,6 +98,8 @@ class PushHandler:
         limiter: MemoryLimiter,
         replicator: AsyncRpcClient,
         pushed: PushedBytes | None = None,
+        *,
+        throttle: AppThrottle | None = None,
     ) -> None:
         self._pushed = pushed
         self._identity = identity
@@ -102,6 +107,7 @@ class PushHandler:
         self._reservations = reservations
         self._limiter = limiter
         self._replicator = replicator
+        self._throttle = throttle
 
     def on_push(self, request: Request, responder: Responder) -> None:
         """Take a PUSH into memory here, then forward it to its replica, if any."""
@@ -114,10 +120,14 @@ class PushHandler:
             raise BadRequest("the replica must be another worker")
         replica = None if push.replica is None else push.replica.worker_id
         self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica)
+        if self._throttle is not None:  # before the digests: a refusal costs little
+            self._throttle.check(push.app_id)
         verify_digests(batches)
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
         if self._pushed is not None:
             self._pushed.add(push.app_id, push.shuffle_id, total)
+        if self._throttle is not None:
+            self._throttle.record(push.app_id, total)
         if push.replica is None:
             responder.ok({})
             return

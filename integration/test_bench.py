@@ -100,3 +100,15 @@ def test_bench_scale_curve_is_plotted(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bench_rejects_unknown_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_bench(["raw", "nope"], ha=False, runs=1, commands=0, clients=1, as_json=False) == 2
     assert "nope" in capsys.readouterr().out
+
+
+def test_bench_throttle_scenario_throttles_the_flooder_only() -> None:
+    from croupier.tools.bench_throttle import throttle_scenario
+
+    # tiny: one run of 2 s phases; a 64 GiB memory cap that a few seconds of flood cannot
+    # fill, so every CONGESTED is the throttle's. The figures are not checked, the shape is
+    found = throttle_scenario(runs=1, seconds=2.0, memories=(64 * 2**30,))
+    assert set(found["ratios"]) == {"quiet_flood/64GiB_to_solo", "quiet_flood-throttled/64GiB_to_solo"}
+    assert found["flood/64GiB"]["flood_congested"] == [0]  # throttling off
+    assert found["flood-throttled/64GiB"]["flood_congested"][0] > 0  # the flooder was throttled
+    assert found["flood-throttled/64GiB"]["quiet_congested"] == [0]  # the quiet app never was

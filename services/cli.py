@@ -4,6 +4,7 @@ croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--
                [--tenants FILE] [--max-shuffles N] [--max-partitions N] [--max-bytes-in-flight SIZE]
                [--max-bytes-stored SIZE]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
+                [--throttle-window 5min] [--throttle-floor 200MB] [--throttle-z 3] [--no-throttle]
 croupier local [--workers N] [--tenants FILE] [--max-shuffles N ...]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--tenants FILE] [--json]
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
@@ -206,12 +207,11 @@ def _status_text(status: StatusReply) -> str:
     return "\n".join(lines)
 
 
-def cmd_worker(args: argparse.Namespace) -> int:
+def worker_config(args: argparse.Namespace) -> WorkerConfig:
+    """The ``WorkerConfig`` of ``croupier worker``'s flags."""
     from croupier.core.config import parse_size
-    from croupier.services.worker import WorkerService
 
-    dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
-    config = WorkerConfig(
+    return WorkerConfig(
         heartbeat_interval=parse_duration(args.heartbeat),
         memory_cap=parse_size(args.memory),
         slots=args.slots,
@@ -220,7 +220,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
         flush_threshold=parse_size(args.flush_threshold),
         chunk_size=parse_size(args.chunk_size),
         max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
+        throttle_window=0.0 if args.no_throttle else parse_duration(args.throttle_window),
+        throttle_floor=parse_size(args.throttle_floor),
+        throttle_z=args.throttle_z,
     )
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from croupier.services.worker import WorkerService
+
+    dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
+    config = worker_config(args)
     with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
@@ -376,7 +386,29 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         help="actor threads that own the locations, each a shard of them (0 = one per location)",
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
+    _add_throttle_flags(w)
     w.set_defaults(func=cmd_worker)
+
+
+def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
+    default = WorkerConfig()
+    w.add_argument(
+        "--throttle-window",
+        default=f"{default.throttle_window:g}s",
+        help="abnormal-app throttling: each app's push rate is measured over this window (0 = off)",
+    )
+    w.add_argument(
+        "--throttle-floor",
+        default=f"{default.throttle_floor // 1000**2}MB",
+        help="bytes per second an app must exceed to be throttled",
+    )
+    w.add_argument(
+        "--throttle-z",
+        type=float,
+        default=default.throttle_z,
+        help="z-score against the other apps' push rates an app must exceed to be throttled",
+    )
+    w.add_argument("--no-throttle", action="store_true", help="turn abnormal-app throttling off")
 
 
 def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
@@ -408,7 +440,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument(
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
-        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads",
+        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)

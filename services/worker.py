@@ -9,7 +9,7 @@ reported to the master at registration):
     fetch      OPEN_STREAM, FETCH_CHUNK                   (from readers)
 
 What each request does lives in ``croupier.dataplane`` (push, reservations, commit, fetch,
-control, orphans, registration); this module builds those parts, starts them and stops them. Every
+control, orphans, registration, throttle); this module builds those parts, starts them and stops them. Every
 process start gets a fresh incarnation id; committed files found on disk at start are
 served under it.
 
@@ -47,6 +47,7 @@ from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.throttle import AppThrottle
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
@@ -93,6 +94,12 @@ class WorkerService(Service):
         self._given_store = store
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
+        cfg = self.config
+        self.throttle = (  # abnormal-app throttling of PUSH; None when the window is 0
+            AppThrottle(cfg.throttle_window, cfg.throttle_floor, cfg.throttle_z)
+            if cfg.throttle_window > 0
+            else None
+        )
         self._locations = Locations()
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
@@ -133,7 +140,13 @@ class WorkerService(Service):
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
             push = PushHandler(
-                identity, self._locations, self._reservations, self.limiter, self._replicator, self._pushed
+                identity,
+                self._locations,
+                self._reservations,
+                self.limiter,
+                self._replicator,
+                self._pushed,
+                throttle=self.throttle,
             )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(

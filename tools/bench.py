@@ -9,6 +9,8 @@ Scenarios (each in its own module):
   through Dask P2P;
 - ``control`` (:mod:`croupier.tools.bench_control`): MAPPER_END commands per second at
   the master, with the file log and (``--ha``) a ZooKeeper-replicated one.
+- ``throttle`` (:mod:`croupier.tools.bench_throttle`): a quiet app's throughput while
+  another app floods, as a ratio of its solo rate, with abnormal-app throttling off and on.
 
 Report figures as ratios of runs made in the same invocation: the machine is
 shared and noisy. Everything runs in the caller's thread and stops what it starts.
@@ -23,7 +25,7 @@ from croupier.tools.bench_data import DATA_SCENARIOS
 
 __all__ = ["SCENARIOS", "main_bench"]
 
-SCENARIOS = (*DATA_SCENARIOS, "dask", "control")
+SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle")
 
 
 def _print_data(results: dict[str, Any]) -> None:
@@ -55,6 +57,28 @@ def _dask(*, size: int, runs: int, workers: int) -> dict[str, Any]:
         f" {secs['croupier']['median']} s, p2p {secs['p2p']['median']} s, ratio"
         f" {found['ratio_croupier_to_p2p']} (verified {found['verified']})"
     )
+    return found
+
+
+def _throttle(*, runs: int) -> dict[str, Any]:
+    from croupier.tools.bench_throttle import throttle_scenario
+
+    found = throttle_scenario(runs=runs)
+    for phase, r in found.items():
+        if phase in ("ratios", "settings"):
+            continue
+        q = r["quiet_mb_per_s"]
+        flood = (
+            f"  flooder {r['flood_mb_per_s']:>6} MB/s, CONGESTED {r['flood_congested']}"
+            if "flood_mb_per_s" in r
+            else ""
+        )
+        print(
+            f"throttle {phase:22s} quiet MB/s median {q['median']:>6} (min {q['min']}, max {q['max']},"
+            f" CONGESTED {r['quiet_congested']}){flood}"
+        )
+    for key, v in found["ratios"].items():
+        print(f"throttle {key:44s} {v}")
     return found
 
 
@@ -105,6 +129,8 @@ def main_bench(
         from croupier.tools.bench_control import control_scenarios
 
         results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
+    if "throttle" in scenarios:
+        results["throttle"] = _throttle(runs=runs)
     if as_json:
         print(json.dumps(results))
     return 1 if results.get("failures") else 0

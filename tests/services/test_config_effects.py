@@ -189,6 +189,9 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         commit_fsync=True,
         partition_actors=2,
         max_peer_reply_bytes=2_000_000,
+        throttle_window=60.0,
+        throttle_floor=1000,
+        throttle_z=2.0,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -215,6 +218,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         flush_writes = sum(f.ask("stats")["writes"] for f in pykka.ActorRegistry.get_by_class(FlusherActor))
         with RpcClient(worker.urls["push"], timeout=1.0, retries=0) as rpc:
             small, big = (_error_of(rpc, size) for size in (100_000, 300_000))
+        throttle = worker.throttle
+        if throttle is not None:
+            throttle.evaluate(time.monotonic())
+        rates = throttle.rates if throttle is not None else {}
         checks: dict[str, Callable[[Any], object]] = {
             "heartbeat_interval": lambda _: heartbeat_age < 0.8,
             "slots": lambda value: slots == value,
@@ -236,6 +243,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
                 len(worker._servers) == 4
                 and all(s.max_peer_reply_bytes == value for s in worker._servers.values())
             ),
+            # the shuffle's 60 kB were counted over a 60 s window, against a rule of 1000 B/s and z 2
+            "throttle_window": lambda value: throttle is not None and throttle.window == value and rates,
+            "throttle_floor": lambda value: throttle is not None and throttle.rule.floor == value,
+            "throttle_z": lambda value: throttle is not None and throttle.rule.z == value,
         }
         _check_all(config, checks)
 
