@@ -55,6 +55,7 @@ from croupier.core.replies import (
     StatusReply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
 
@@ -63,13 +64,17 @@ __all__ = ["App", "Client", "Shuffle", "connect"]
 log = logging.getLogger(__name__)
 
 
-def connect(url: str, *, config: ClientConfig | None = None) -> Client:
+def connect(url: str, *, config: ClientConfig | None = None, curve_server_key: str | None = None) -> Client:
     """A client of the master at ``url`` (``tcp://host:port[,tcp://host:port...]``).
+
+    ``curve_server_key`` (or ``config.curve_server_key``, or ``$CROUPIER_CURVE_SERVER_KEY``)
+    is the CURVE public key of a cluster run with ``--curve`` (``croupier secret-public FILE``).
 
     Raises:
         ValueError: a malformed URL.
+        BadRequest: a malformed CURVE key.
     """
-    return Client(url, config=config)
+    return Client(url, config=config, curve_server_key=curve_server_key)
 
 
 class Client:
@@ -78,16 +83,21 @@ class Client:
     Parameters:
         url: the master URL.
         config: timeouts, buffer sizes and windows (``croupier.core.config.ClientConfig``).
+        curve_server_key: the cluster's CURVE public key (Z85); it overrides the config's.
     """
 
-    def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
+    def __init__(
+        self, url: str, *, config: ClientConfig | None = None, curve_server_key: str | None = None
+    ) -> None:
         self.url = url
         self.config = config or ClientConfig()
+        self._curve = curve_client_from_env(curve_server_key or self.config.curve_server_key)
         self._master = MasterClient(
             url,
             timeout=self.config.rpc_timeout,
             attempts=self.config.rpc_retries + 1,
             deadline=self.config.failover_deadline,
+            curve=self._curve,
         )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
@@ -179,7 +189,9 @@ class Client:
             if self._closed:
                 raise Unavailable("the client is closed")
             if self._data is None:
-                self._data = AsyncRpcClient(timeout=self.config.rpc_timeout, name="croupier-data")
+                self._data = AsyncRpcClient(
+                    timeout=self.config.rpc_timeout, name="croupier-data", curve=self._curve
+                )
                 self._data.start()
             data = self._data
         data.send(url, msg_type, body, payloads, callback, timeout=timeout)
