@@ -66,7 +66,14 @@ def _warm() -> int:
 
 
 def map_task(
-    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int, push_buffer: int = 0
+    url: str,
+    app_id: str,
+    shuffle_id: int,
+    map_id: int,
+    budget: int,
+    partitions: int,
+    push_buffer: int = 0,
+    curve_key: str = "",
 ) -> tuple[int, int]:
     """Push one map's records; returns (records, bytes)."""
     import croupier
@@ -76,7 +83,7 @@ def map_task(
     records = 0
     nbytes = 0
     config = ClientConfig(push_buffer_size=push_buffer) if push_buffer else None
-    with croupier.connect(url, config=config) as client:
+    with croupier.connect(url, config=config, curve_server_key=curve_key) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
         with sh.writer(map_id, 0) as w:
             for seq, length, offset in _record_plan(map_id, budget):
@@ -95,6 +102,7 @@ def reduce_task(
     mappers: int,
     partitions: int,
     batched: bool = True,
+    curve_key: str = "",
 ) -> dict[str, Any]:
     """Read and check partitions (with ``Shuffle.readers``, or one ``reader`` each when not
     ``batched``); returns per-map counts and any errors."""
@@ -105,7 +113,7 @@ def reduce_task(
     seq_sums = [0] * mappers
     errors: list[str] = []
     nbytes = 0
-    with croupier.connect(url) as client:
+    with croupier.connect(url, curve_server_key=curve_key) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
         for reader in sh.readers(parts) if batched else (sh.reader(p) for p in parts):
             p = reader.partition
@@ -212,6 +220,7 @@ class _Job:
     mappers: int
     partitions: int
     procs: int
+    curve_key: str = ""  # the cluster's CURVE public key, "" without CURVE
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -227,7 +236,17 @@ def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, f
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
-            pool.submit(map_task, job.url, job.app_id, job.shuffle_id, m, budget, job.partitions, push_buffer)
+            pool.submit(
+                map_task,
+                job.url,
+                job.app_id,
+                job.shuffle_id,
+                m,
+                budget,
+                job.partitions,
+                push_buffer,
+                job.curve_key,
+            )
             for m in range(job.mappers)
         ]
         written = 0
@@ -250,7 +269,15 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
         reading = time.perf_counter()
         reads = [
             pool.submit(
-                reduce_task, job.url, job.app_id, job.shuffle_id, parts, job.mappers, job.partitions, batched
+                reduce_task,
+                job.url,
+                job.app_id,
+                job.shuffle_id,
+                parts,
+                job.mappers,
+                job.partitions,
+                batched,
+                job.curve_key,
             )
             for parts in chunks
             if parts
@@ -287,6 +314,8 @@ def run_demo(
     push_buffer: int = 0,
     worker_config: WorkerConfig | None = None,
     batched_reads: bool = True,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
@@ -294,7 +323,8 @@ def run_demo(
     when the last record is verified. The workers' CPU is counted from just before the
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
-    instead of using ``Shuffle.readers``.
+    instead of using ``Shuffle.readers``. ``curve`` runs the cluster and every client with
+    ZeroMQ CURVE (keys from ``secret_file``, default one in the cluster's directory).
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -303,13 +333,17 @@ def run_demo(
     expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
     config = worker_config or WorkerConfig(heartbeat_interval=1.0)
     with (
-        LocalCluster(workers, processes=True, worker_config=config) as cluster,
-        croupier.connect(cluster.master_url) as client,
+        LocalCluster(
+            workers, processes=True, worker_config=config, curve=curve, secret_file=secret_file
+        ) as cluster,
+        croupier.connect(cluster.master_url, curve_server_key=cluster.curve_server_key) as client,
     ):
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs)
+        job = _Job(
+            cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, cluster.curve_server_key
+        )
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
@@ -338,13 +372,31 @@ def run_demo(
     )
 
 
-def main_demo(size: int, mappers: int, partitions: int, workers: int, as_json: bool) -> int:
-    result = run_demo(size, mappers, partitions, workers, progress=sys.stderr.isatty() or not as_json)
+def main_demo(
+    size: int,
+    mappers: int,
+    partitions: int,
+    workers: int,
+    as_json: bool,
+    *,
+    curve: bool = False,
+    secret_file: str | None = None,
+) -> int:
+    result = run_demo(
+        size,
+        mappers,
+        partitions,
+        workers,
+        progress=sys.stderr.isatty() or not as_json,
+        curve=curve,
+        secret_file=secret_file,
+    )
     if not as_json:
         verdict = "verified" if result.verified else "FAILED"
         print(
             f"croupier demo: {result.records} records, {result.bytes / 1e6:.1f} MB through {workers} workers "
-            f"({mappers} mappers -> {partitions} partitions, 2 in-memory replicas): {verdict}, "
+            f"({mappers} mappers -> {partitions} partitions, 2 in-memory replicas"
+            f"{', CURVE' if curve else ''}): {verdict}, "
             f"{result.seconds:.2f} s, {result.mb_per_s:.1f} MB/s"
         )
         for e in result.errors:
