@@ -159,7 +159,13 @@ class WorkerService(Service):
         except BaseException:
             self.stop()
             raise
-        log.info("worker %s (incarnation %s) serving %s", self.worker_id, self.incarnation, self.urls)
+        log.info(
+            "worker %s (incarnation %s) serving %s%s",
+            self.worker_id,
+            self.incarnation,
+            self.urls,
+            " with CURVE" if self.curve is not None else "",
+        )
         return self
 
     def _start_storage(self) -> PartitionStore:
