@@ -7,9 +7,11 @@ import queue
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import zmq
+from zmq.utils import z85
 
 from croupier.core.errors import BadRequest, CroupierError, RequestTimeout
 from croupier.core.wire import MsgType
@@ -198,3 +200,15 @@ def test_the_bytes_on_the_wire_are_not_plaintext(curve_server: RpcServer, plain_
     encrypted = _captured(curve_server, KEYS.client())
     assert b"CURVE" in encrypted and len(encrypted) > 2 * len(SECRET_TEXT)
     assert SECRET_TEXT not in encrypted and b'"note"' not in encrypted and b"CRPR" not in encrypted
+
+
+def test_the_documented_derivation_and_test_vector_hold() -> None:
+    import blake3
+
+    doc = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
+    context = "croupier 2026-12-01 curve server secret v1"
+    assert f'context = "{context}"' in doc
+    derived = blake3.blake3(bytes(range(32)), derive_key_context=context).digest()
+    assert derived.hex() in doc and z85.encode(derived).decode() in doc
+    public = zmq.curve_public(z85.encode(derived))
+    assert public == KEYS.public and public.decode() in doc
