@@ -16,8 +16,9 @@
 ``--curve`` runs every other service scenario with CURVE on as well.
 
 Every run also reports the workers' CPU seconds per GiB moved (user + system of the
-worker processes, or of the ceiling's servers). Runs are interleaved run by run, in the
-caller's thread; each run starts and stops its own processes.
+worker processes, or of the ceiling's servers). Runs are interleaved run by run (every
+other run in reverse order), in the caller's thread; each run starts and stops its own
+processes.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ _RATIOS = (
     ("reads_readers_to_reader_each_640", "reads/readers/640", "reads/reader-each/640", "seconds"),
     ("curve_cost", "curve/on", "curve/off", "seconds"),
     ("curve_throughput_ratio", "curve/on", "curve/off", "mb_per_s"),
+    ("curve_worker_cpu_ratio", "curve/on", "curve/off", "cpu_s_per_gib"),
 )
 
 
@@ -197,8 +199,10 @@ def data_scenarios(
     """
     plan = _plan(scenarios, size, mappers, workers, partitions, push_buffer, curve, secret_file)
     samples: dict[str, list[_Sample]] = {}
-    for _ in range(runs):
-        for name, sample in plan:
+    for run in range(runs):
+        # every other run goes backwards, so that no scenario always runs first (a warm cache,
+        # or a neighbour's load, then favours none of them)
+        for name, sample in plan if run % 2 == 0 else plan[::-1]:
             samples.setdefault(name, []).append(sample())
     results: dict[str, Any] = {name: _summary(found) for name, found in samples.items()}
     results["ratios"] = _ratios(samples)
