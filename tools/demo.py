@@ -303,6 +303,19 @@ def _check(results: list[dict[str, Any]], expected: list[int], written: int) -> 
     return errors
 
 
+def _timed(
+    job: _Job, budget: int, push_buffer: int, batched_reads: bool, bar: _Bar, pids: list[int]
+) -> tuple[float, float, int, int, list[dict[str, Any]]]:
+    """Push, then read: (shuffle seconds, the workers' CPU seconds, bytes, records, the readers' findings)."""
+    cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    started, pushed, written, records = _push(job, budget, push_buffer, bar)
+    reading, results = _read(job, batched_reads, bar)
+    # the reducers' pool start-up is not shuffle time
+    seconds = time.perf_counter() - started - (reading - pushed)
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+    return seconds, cpu, written, records, results
+
+
 def run_demo(
     size: int,
     mappers: int,
@@ -323,8 +336,7 @@ def run_demo(
     when the last record is verified. The workers' CPU is counted from just before the
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
-    instead of using ``Shuffle.readers``. ``curve`` runs the cluster and every client with
-    ZeroMQ CURVE (keys from ``secret_file``, default one in the cluster's directory).
+    instead of using ``Shuffle.readers``. ``curve``: ZeroMQ CURVE everywhere (``secret_file``).
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -341,17 +353,11 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(
-            cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, cluster.curve_server_key
-        )
+        key = cluster.curve_server_key
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
-        cpu_before = sum(cpu_seconds(pid) for pid in pids)
-        started, pushed, written, records = _push(job, budget, push_buffer, bar)
-        reading, results = _read(job, batched_reads, bar)
-        # the reducers' pool start-up is not shuffle time
-        seconds = time.perf_counter() - started - (reading - pushed)
-        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+        seconds, cpu, written, records, results = _timed(job, budget, push_buffer, batched_reads, bar, pids)
         bar.close()
         peak = max((peak_rss(pid) for pid in pids), default=0)
         app.unregister()
