@@ -100,3 +100,25 @@ def test_bench_scale_curve_is_plotted(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bench_rejects_unknown_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_bench(["raw", "nope"], ha=False, runs=1, commands=0, clients=1, as_json=False) == 2
     assert "nope" in capsys.readouterr().out
+
+
+def test_bench_curve_measures_both_in_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_bench(
+        ["curve"],
+        ha=False,
+        runs=2,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=4 * 1024**2,
+        mappers=2,
+        workers=2,
+        partitions=8,
+    )
+    out = capsys.readouterr().out
+    results = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, results.get("failures")
+    for name in ("curve/off", "curve/on"):
+        assert results[name]["runs"] == 2 and results[name]["mb_per_s"]["median"] > 0, name
+    assert set(results["ratios"]) == {"curve_cost", "curve_throughput_ratio", "curve_worker_cpu_ratio"}
+    assert "curve_throughput_ratio" in out
