@@ -41,3 +41,25 @@ def test_a_curve_cluster_of_processes_serves_only_curve_clients(tmp_path: Path) 
 def test_the_demo_verifies_with_curve() -> None:
     result = run_demo(4 * 1024**2, 2, 8, 2, progress=False, curve=True)
     assert result.verified, result.errors
+
+
+@pytest.mark.zookeeper
+def test_an_ha_ensemble_with_curve_fails_over_and_reads_back(tmp_path: Path) -> None:
+    with LocalCluster(
+        2, tmp_path, processes=True, ha=True, masters=2, curve=True, session_timeout=2.0
+    ) as cluster:
+        key = cluster.curve_server_key
+        with croupier.connect(cluster.master_url, curve_server_key=key) as client:
+            app = client.register_app("curve-ha")
+            sh = app.register_shuffle(num_mappers=1, num_partitions=2)
+            with sh.writer(0) as w:
+                for i in range(100):
+                    w.write(i % 2, b"ha-%d" % i)
+            leader = next(
+                i for i, url in enumerate(cluster.master_urls()) if url in str(client.status()["master"])
+            )
+            cluster.kill_master(leader)
+            assert sorted(r for p in range(2) for r in sh.reader(p)) == sorted(
+                b"ha-%d" % i for i in range(100)
+            )
+            app.unregister()
