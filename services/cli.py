@@ -234,7 +234,7 @@ def _run_local(args: argparse.Namespace) -> int:
         if cluster.curve is not None:
             print(
                 "croupier local: CURVE on; clients need"
-                f" CROUPIER_CURVE_SERVER_KEY={cluster.curve_server_key}",
+                f" CROUPIER_CURVE_SERVER_KEY='{cluster.curve_server_key}'",
                 file=sys.stderr,
             )
         print(
