@@ -77,6 +77,7 @@ from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
+from croupier.transports.curve import CurveClient
 
 __all__ = ["MasterActor", "Reload", "ReplyFn", "SetWritable", "Submit", "SubmitMany", "Tick"]
 
@@ -130,6 +131,7 @@ class MasterActor(pykka.ThreadingActor):
         rng: randomness for placement and app ids.
         info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.
         started: settled once ``on_start`` ends: ``None`` when serving, else the load's exception.
+        curve: the reservations talk CURVE to the workers, with this server key.
     """
 
     def __init__(
@@ -143,8 +145,10 @@ class MasterActor(pykka.ThreadingActor):
         coordinator: CommitCoordinator | None = None,
         on_log_error: Callable[[CroupierError], None] | None = None,
         started: pykka.Future[None] | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         super().__init__()
+        self._curve = curve
         self._started = started
         self._coordinator = coordinator
         self._reserver: ReservationSender | None = None
@@ -174,7 +178,7 @@ class MasterActor(pykka.ThreadingActor):
             self._load()
             self._committer.start()
             if self._coordinator is not None:  # side effects on workers: commits, and reservations
-                self._reserver = ReservationSender()
+                self._reserver = ReservationSender(curve=self._curve)
         except BaseException:
             # pykka calls neither on_stop nor on_failure when on_start raises
             self._stop_apps()

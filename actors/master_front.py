@@ -54,6 +54,7 @@ from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog
+from croupier.transports.curve import CurveServer
 from croupier.transports.rpc import Request, Responder, RpcServer
 
 __all__ = ["IdleAnswer", "MasterFront"]
@@ -80,6 +81,7 @@ class MasterFront:
     when_idle: answers commands while no actor serves (default: ``UNAVAILABLE``).
     ensemble: fields merged into the ``master`` object of a served ``STATUS`` reply.
     takeover_timeout: how long ``take_seat`` waits for ``TakeOver`` to be logged.
+    curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
     """
 
     def __init__(
@@ -93,8 +95,10 @@ class MasterFront:
         when_idle: IdleAnswer = _starting_or_stopping,
         ensemble: Callable[[], dict[str, Any]] | None = None,
         takeover_timeout: float = 30.0,
+        curve: CurveServer | None = None,
     ) -> None:
         self.config = config or MasterConfig()
+        self._curve = curve
         self._listen = listen
         self._name = name
         self._clock = clock
@@ -108,6 +112,11 @@ class MasterFront:
         self._actor: ActorRef | None = None
         self._coordinator: CommitCoordinator | None = None
         self._burst: list[tuple[Command, ReplyFn | None]] = []
+
+    @property
+    def curve(self) -> CurveServer | None:
+        """The CURVE key pair it serves with, or None (plaintext)."""
+        return self._curve
 
     @property
     def url(self) -> str:
@@ -125,6 +134,7 @@ class MasterFront:
             allowed_types=[t for t in COMMAND_TYPES if t not in INTERNAL_TYPES],
             on_batch_end=self._flush,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
+            curve=self._curve,
         )
         self._server.start()
         if self.config.sweep_interval > 0:
@@ -207,7 +217,8 @@ class MasterFront:
                 except pykka.ActorDeadError:
                     log.debug("dropped %s: the master actor has stopped", type(command).__name__)
 
-        coordinator = CommitCoordinator(submit)
+        worker_curve = self._curve.client() if self._curve is not None else None
+        coordinator = CommitCoordinator(submit, curve=worker_curve)
         started: pykka.ThreadingFuture[None] = pykka.ThreadingFuture()
         actor = MasterActor.start(
             event_log,
@@ -218,6 +229,7 @@ class MasterFront:
             coordinator=coordinator,
             on_log_error=on_log_error,
             started=started,
+            curve=worker_curve,
         )
         try:
             # the load's own error (LogCorrupted, Unavailable), not a dead actor later

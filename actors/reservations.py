@@ -28,6 +28,7 @@ from croupier.core.events import Event, PartitionRevived, ShuffleRegistered
 from croupier.core.state import MasterState
 from croupier.core.wire import MsgType
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.curve import CurveClient
 from croupier.transports.rpc import Reply
 
 __all__ = ["RESERVE_TIMEOUT", "ReservationSender", "Send", "reserves"]
@@ -89,10 +90,11 @@ def _addressed(state: MasterState, wid: str, incarnations: dict[str, str], messa
 class ReservationSender:
     """Parameters:
     timeout: how long a reply waits for the workers' acks.
+    curve: talk CURVE to the workers, with this server key.
     """
 
-    def __init__(self, *, timeout: float = RESERVE_TIMEOUT) -> None:
-        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve")
+    def __init__(self, *, timeout: float = RESERVE_TIMEOUT, curve: CurveClient | None = None) -> None:
+        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve", curve=curve)
         self._client.start()
 
     def stop(self) -> None:

@@ -178,6 +178,9 @@ class ClientConfig:
             costs a reader one timeout, not one per location (Celeborn excludes such
             workers from fetches the same way).
         commit_wait_timeout: how long a reader waits for the shuffle to commit, seconds.
+        curve_server_key: the cluster's CURVE public key (Z85, 40 characters; ``croupier
+            secret-public FILE``) for a cluster run with ``--curve``: every socket of the
+            client then talks CURVE. Empty: ``$CROUPIER_CURVE_SERVER_KEY`` if set, else plaintext.
     """
 
     rpc_timeout: float = 30.0
@@ -193,3 +196,4 @@ class ClientConfig:
     fetch_chunks_in_flight: int = 3
     fetch_exclude_seconds: float = 60.0
     commit_wait_timeout: float = 300.0
+    curve_server_key: str = ""

@@ -112,3 +112,25 @@ def test_bench_throttle_scenario_throttles_the_flooder_only() -> None:
     assert found["flood/64GiB"]["flood_congested"] == [0]  # throttling off
     assert found["flood-throttled/64GiB"]["flood_congested"][0] > 0  # the flooder was throttled
     assert found["flood-throttled/64GiB"]["quiet_congested"] == [0]  # the quiet app never was
+
+
+def test_bench_curve_measures_both_in_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_bench(
+        ["curve"],
+        ha=False,
+        runs=2,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=4 * 1024**2,
+        mappers=2,
+        workers=2,
+        partitions=8,
+    )
+    out = capsys.readouterr().out
+    results = json.loads(out.strip().splitlines()[-1])
+    assert code == 0, results.get("failures")
+    for name in ("curve/off", "curve/on"):
+        assert results[name]["runs"] == 2 and results[name]["mb_per_s"]["median"] > 0, name
+    assert set(results["ratios"]) == {"curve_cost", "curve_throughput_ratio", "curve_worker_cpu_ratio"}
+    assert "curve_throughput_ratio" in out

@@ -56,6 +56,7 @@ from croupier.core.replies import (
     StatusReply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
 
@@ -64,16 +65,25 @@ __all__ = ["App", "Client", "Shuffle", "connect"]
 log = logging.getLogger(__name__)
 
 
-def connect(url: str, *, config: ClientConfig | None = None, tenant_token: str | None = None) -> Client:
+def connect(
+    url: str,
+    *,
+    config: ClientConfig | None = None,
+    tenant_token: str | None = None,
+    curve_server_key: str | None = None,
+) -> Client:
     """A client of the master at ``url`` (``tcp://host:port[,tcp://host:port...]``).
 
     ``tenant_token`` (default: the environment variable ``CROUPIER_TENANT_TOKEN``) is sent
     with every ``register_app``; a master with a tenants file needs it.
+    ``curve_server_key`` (or ``config.curve_server_key``, or ``$CROUPIER_CURVE_SERVER_KEY``)
+    is the CURVE public key of a cluster run with ``--curve`` (``croupier secret-public FILE``).
 
     Raises:
         ValueError: a malformed URL.
+        BadRequest: a malformed CURVE key.
     """
-    return Client(url, config=config, tenant_token=tenant_token)
+    return Client(url, config=config, tenant_token=tenant_token, curve_server_key=curve_server_key)
 
 
 class Client:
@@ -83,19 +93,27 @@ class Client:
         url: the master URL.
         config: timeouts, buffer sizes and windows (``croupier.core.config.ClientConfig``).
         tenant_token: the tenant's token for ``register_app`` (default: ``CROUPIER_TENANT_TOKEN``).
+        curve_server_key: the cluster's CURVE public key (Z85); it overrides the config's.
     """
 
     def __init__(
-        self, url: str, *, config: ClientConfig | None = None, tenant_token: str | None = None
+        self,
+        url: str,
+        *,
+        config: ClientConfig | None = None,
+        tenant_token: str | None = None,
+        curve_server_key: str | None = None,
     ) -> None:
         self.url = url
         self._tenant_token = tenant_token or os.environ.get("CROUPIER_TENANT_TOKEN") or None
         self.config = config or ClientConfig()
+        self._curve = curve_client_from_env(curve_server_key or self.config.curve_server_key)
         self._master = MasterClient(
             url,
             timeout=self.config.rpc_timeout,
             attempts=self.config.rpc_retries + 1,
             deadline=self.config.failover_deadline,
+            curve=self._curve,
         )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
@@ -190,7 +208,9 @@ class Client:
             if self._closed:
                 raise Unavailable("the client is closed")
             if self._data is None:
-                self._data = AsyncRpcClient(timeout=self.config.rpc_timeout, name="croupier-data")
+                self._data = AsyncRpcClient(
+                    timeout=self.config.rpc_timeout, name="croupier-data", curve=self._curve
+                )
                 self._data.start()
             data = self._data
         data.send(url, msg_type, body, payloads, callback, timeout=timeout)

@@ -10,6 +10,10 @@ croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--tena
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
 croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
 croupier admin --master URL decommission WORKER_ID
+croupier secret-public FILE
+
+master, worker, admin, local, demo, bench and verify take --curve (ZeroMQ CURVE on every
+socket) and --secret-file FILE (or $CROUPIER_SECRET_FILE), where the CURVE keys come from.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from croupier.core.codec import to_json
 from croupier.core.config import MasterConfig, WorkerConfig, parse_duration
 from croupier.core.replies import ChangedReply, DecommissionReply, StatusReply
+
+if TYPE_CHECKING:
+    from croupier.transports.curve import CurveServer
 
 __all__ = ["main"]
 
@@ -43,6 +50,43 @@ def _wait_for_signal() -> None:
         signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(3600):
         pass
+
+
+def _member_curve(args: argparse.Namespace, data_dir: str | None = None) -> CurveServer | None:
+    """With ``--curve``: the key pair of the secret file (``--secret-file``, else
+    ``$CROUPIER_SECRET_FILE``, else, for a master, ``<data_dir>/secret``, created if missing).
+
+    Raises:
+        ValueError: ``--curve`` without a secret file.
+        BadRequest: the file is not a secret, or others may read it.
+    """
+    if not args.curve:
+        return None
+    from croupier.transports.curve import CurveServer
+    from croupier.transports.secret import ensure_secret_file, load_secret_file, secret_file_from_env
+
+    path = secret_file_from_env(args.secret_file)
+    if path is not None:
+        return CurveServer.from_secret(load_secret_file(path))
+    if data_dir is None:
+        raise ValueError("--curve needs the cluster secret: --secret-file FILE or $CROUPIER_SECRET_FILE")
+    path = str(Path(data_dir) / "secret")
+    secret, created = ensure_secret_file(path)
+    logging.getLogger("croupier").info("cluster secret %s %s", "created at" if created else "read from", path)
+    return CurveServer.from_secret(secret)
+
+
+def cmd_secret_public(args: argparse.Namespace) -> int:
+    """Print the cluster's CURVE public key (Z85): what SDK clients need with ``--curve``."""
+    from croupier.transports.curve import CurveServer
+    from croupier.transports.secret import load_secret_file, secret_file_from_env
+
+    path = secret_file_from_env(args.file)
+    if path is None:
+        print("croupier secret-public: give FILE or set $CROUPIER_SECRET_FILE", file=sys.stderr)
+        return 2
+    print(CurveServer.from_secret(load_secret_file(path)).public.decode())
+    return 0
 
 
 def cmd_master(args: argparse.Namespace) -> int:
@@ -66,12 +110,14 @@ def cmd_master(args: argparse.Namespace) -> int:
             args.ha,
             config=config,
             session_timeout=parse_duration(args.session_timeout),
+            curve=_member_curve(args),
         ) as member:
             print(member.url, flush=True)
             _wait_for_signal()
         return 0
     data_dir = args.data_dir or _default_data_dir()
-    with MasterService(parse_listen(args.listen), data_dir, config=config) as master:
+    curve = _member_curve(args, data_dir)
+    with MasterService(parse_listen(args.listen), data_dir, config=config, curve=curve) as master:
         # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
         logging.getLogger("croupier").info("data dir %s", data_dir)
@@ -140,7 +186,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
     from croupier.core.commands import DecommissionWorker, ExcludeWorker, Status
     from croupier.transports.master_client import MasterClient
 
-    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3) as client:
+    keys = _member_curve(args)
+    curve = keys.client() if keys is not None else None
+    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3, curve=curve) as client:
         if args.action in ("decommission", "exclude", "include"):
             if not args.target:
                 print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
@@ -231,7 +279,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
     config = worker_config(args)
-    with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
+    curve = _member_curve(args)
+    with WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
@@ -251,12 +300,24 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
+    from croupier.transports.secret import secret_file_from_env
 
-    master_args = _quota_argv(args)
     with LocalCluster(
-        args.workers, args.data_dir, processes=True, ha=args.ha, master_args=master_args
+        args.workers,
+        args.data_dir,
+        processes=True,
+        ha=args.ha,
+        master_args=_quota_argv(args),
+        curve=args.curve,
+        secret_file=secret_file_from_env(args.secret_file),
     ) as cluster:
         print(cluster.master_url, flush=True)
+        if cluster.curve is not None:
+            print(
+                "croupier local: CURVE on; clients need"
+                f" CROUPIER_CURVE_SERVER_KEY='{cluster.curve_server_key}'",
+                file=sys.stderr,
+            )
         print(
             f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
             " Ctrl-C stops them",
@@ -274,7 +335,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
         return 2
     return main_demo(
-        parse_size(args.size), args.mappers, args.partitions, args.workers, args.json, _quota_argv(args)
+        parse_size(args.size),
+        args.mappers,
+        args.partitions,
+        args.workers,
+        args.json,
+        _quota_argv(args),
+        curve=args.curve,
+        secret_file=_secret_file(args),
     )
 
 
@@ -297,13 +365,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         push_buffer=parse_size(args.batch_size),
         plot=args.plot,
+        curve=args.curve,
+        secret_file=_secret_file(args),
     )
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from croupier.tools.verify import main_verify
 
-    return main_verify(args.shuffles, args.seed, ha=args.ha, faults=args.faults, as_json=args.json)
+    return main_verify(
+        args.shuffles,
+        args.seed,
+        ha=args.ha,
+        faults=args.faults,
+        as_json=args.json,
+        curve=args.curve,
+        secret_file=_secret_file(args),
+    )
+
+
+def _secret_file(args: argparse.Namespace) -> str | None:
+    from croupier.transports.secret import secret_file_from_env
+
+    return secret_file_from_env(args.secret_file)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,7 +397,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench, _add_verify):
         add(sub)
+    for name in ("master", "admin", "worker", "local", "demo", "bench", "verify"):
+        _add_curve_flags(sub.choices[name])
+    _add_secret_public(sub)
     return parser
+
+
+def _add_curve_flags(p: argparse.ArgumentParser) -> None:
+    """``--curve`` and (until the auth flags add it) ``--secret-file``."""
+    if not any("--secret-file" in a.option_strings for a in p._actions):
+        p.add_argument("--secret-file", help="the cluster secret (default $CROUPIER_SECRET_FILE)")
+    p.add_argument(
+        "--curve",
+        action="store_true",
+        help="ZeroMQ CURVE on every socket, keys derived from the secret file (README Security)",
+    )
+
+
+def _add_secret_public(sub: _Subparsers[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("secret-public", help="print the cluster's CURVE public key (for SDK clients)")
+    s.add_argument("file", nargs="?", help="the secret file (default $CROUPIER_SECRET_FILE)")
+    s.set_defaults(func=cmd_secret_public)
 
 
 _Subparsers = argparse._SubParsersAction  # argparse has no public name for it
@@ -440,7 +544,8 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument(
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
-        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle",
+        help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle,"
+        " curve",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)

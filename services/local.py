@@ -34,7 +34,9 @@ from croupier.core.replies import StatusReply
 from croupier.services._lifecycle import Service
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
+from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
+from croupier.transports.secret import ensure_secret_file
 
 __all__ = ["LocalCluster"]
 
@@ -94,6 +96,8 @@ class LocalCluster(Service):
     master_config, worker_config: in-process settings.
     worker_args: extra CLI arguments for worker subprocesses.
     master_args: extra CLI arguments for master subprocesses (``--tenants FILE``, quotas).
+    curve: every socket talks CURVE (``--curve``), with the key pair of ``secret_file``.
+    secret_file: the cluster secret (default: ``<base_dir>/secret``, created if missing).
     """
 
     def __init__(
@@ -109,6 +113,8 @@ class LocalCluster(Service):
         ha: bool = False,
         masters: int = 3,
         session_timeout: float = 2.0,
+        curve: bool = False,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.num_workers = workers
         self.ha = ha
@@ -122,6 +128,9 @@ class LocalCluster(Service):
             self._tmp = tempfile.TemporaryDirectory(prefix="croupier-local-")
             base_dir = self._tmp.name
         self.base_dir = Path(base_dir)
+        self.secret_file = Path(secret_file) if secret_file is not None else self.base_dir / "secret"
+        self.want_curve = curve
+        self.curve: CurveServer | None = None
         self.processes = processes
         self.master_config = master_config or MasterConfig(takeover_grace=5.0, worker_timeout=30.0)
         self.worker_config = worker_config or WorkerConfig(heartbeat_interval=1.0)
@@ -136,6 +145,8 @@ class LocalCluster(Service):
     def start(self, timeout: float = 60.0) -> Self:
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
+            if self.want_curve:
+                self.curve = CurveServer.from_secret(ensure_secret_file(self.secret_file)[0])
             if self.ha:
                 self._start_ha()
             elif self.processes:
@@ -148,7 +159,7 @@ class LocalCluster(Service):
                     self._worker_procs.append(self._spawn_worker(i))
             else:
                 self.master = MasterService(
-                    "tcp://127.0.0.1:0", self.base_dir / "master", config=self.master_config
+                    "tcp://127.0.0.1:0", self.base_dir / "master", config=self.master_config, curve=self.curve
                 ).start()
                 self.master_url = self.master.url
                 for i in range(self.num_workers):
@@ -171,7 +182,20 @@ class LocalCluster(Service):
             "--grace",
             f"{cfg.takeover_grace}s",
             *self._master_args,
+            *self._curve_flags(),
         ]
+
+    def _curve_flags(self) -> list[str]:
+        return ["--curve", "--secret-file", str(self.secret_file)] if self.curve is not None else []
+
+    @property
+    def curve_server_key(self) -> str:
+        """The Z85 CURVE public key clients need (``ClientConfig.curve_server_key``); "" without CURVE."""
+        return self.curve.public.decode() if self.curve is not None else ""
+
+    def client_curve(self) -> CurveClient | None:
+        """The CURVE options of a client of this cluster (None without CURVE)."""
+        return self.curve.client() if self.curve is not None else None
 
     def _start_ha(self) -> None:
         """A local ZooKeeper (from the system install), then the master ensemble, then workers."""
@@ -209,7 +233,11 @@ class LocalCluster(Service):
             from croupier.services.ha_master import HaMasterService
 
             member = HaMasterService(
-                "tcp://127.0.0.1:0", self.master_url, config=cfg, session_timeout=self.session_timeout
+                "tcp://127.0.0.1:0",
+                self.master_url,
+                config=cfg,
+                session_timeout=self.session_timeout,
+                curve=self.curve,
             ).start()
             if i < len(self.ha_masters):
                 self.ha_masters[i] = member
@@ -252,7 +280,9 @@ class LocalCluster(Service):
         return [self.base_dir / f"worker{i}" / "disk0"]
 
     def _worker(self, i: int) -> WorkerService:
-        return WorkerService(self.master_url, self._worker_dirs(i), config=self.worker_config)
+        return WorkerService(
+            self.master_url, self._worker_dirs(i), config=self.worker_config, curve=self.curve
+        )
 
     def _spawn_worker(self, i: int) -> _Child:
         dirs = ",".join(str(d) for d in self._worker_dirs(i))
@@ -280,6 +310,7 @@ class LocalCluster(Service):
                 str(self.worker_config.throttle_floor),
                 "--throttle-z",
                 str(self.worker_config.throttle_z),
+                *self._curve_flags(),
                 *self._worker_args,
             ],
             self.base_dir / f"worker{i}.log",
@@ -294,7 +325,7 @@ class LocalCluster(Service):
         return dict(to_json(self._status()))
 
     def _status(self) -> StatusReply:
-        with MasterClient(self.master_url, timeout=10, attempts=3) as client:
+        with MasterClient(self.master_url, timeout=10, attempts=3, curve=self.client_curve()) as client:
             return client.request(Status(), StatusReply)
 
     def wait_for_workers(self, n: int, timeout: float = 60.0) -> None:

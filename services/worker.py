@@ -52,6 +52,7 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
@@ -71,6 +72,8 @@ class WorkerService(Service):
         config: slots, memory cap, flush and chunk sizes, heartbeat interval.
         worker_id: override the persistent id (tests).
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
+        curve: serve CURVE on all four ports with this key pair, and talk CURVE to the
+            master and to replicas (``--curve``).
     """
 
     def __init__(
@@ -82,7 +85,9 @@ class WorkerService(Service):
         config: WorkerConfig | None = None,
         worker_id: str | None = None,
         store: PartitionStore | None = None,
+        curve: CurveServer | None = None,
     ) -> None:
+        self.curve = curve
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -136,7 +141,9 @@ class WorkerService(Service):
             raise_fd_limit()
             store = self._start_storage()
             self._locations.open(self.config.partition_actors, self._start_partition_actor)
-            self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
+            self._replicator = AsyncRpcClient(
+                timeout=self.config.replicate_timeout, name="replicator", curve=self._client_curve()
+            )
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
             push = PushHandler(
@@ -169,7 +176,13 @@ class WorkerService(Service):
         except BaseException:
             self.stop()
             raise
-        log.info("worker %s (incarnation %s) serving %s", self.worker_id, self.incarnation, self.urls)
+        log.info(
+            "worker %s (incarnation %s) serving %s%s",
+            self.worker_id,
+            self.incarnation,
+            self.urls,
+            " with CURVE" if self.curve is not None else "",
+        )
         return self
 
     def _start_storage(self) -> PartitionStore:
@@ -209,6 +222,7 @@ class WorkerService(Service):
             allowed_types=[int(t) for t in types],
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
+            curve=self.curve,
         )
         server.start()
         self._servers[name] = server
@@ -228,7 +242,7 @@ class WorkerService(Service):
         assert self._control is not None
         orphans = OrphanSweep(self._reservations, self._locations, self._on_disk, self._control.drop_orphan)
         return Registration(
-            MasterClient(self._master_url, timeout=10.0, attempts=3),
+            MasterClient(self._master_url, timeout=10.0, attempts=3, curve=self._client_curve()),
             register,
             interval=self.config.heartbeat_interval,
             sample_load=load.sample if load is not None else lambda: (0.0, 0.0),
@@ -236,6 +250,9 @@ class WorkerService(Service):
             orphans=orphans,
             pushed=self._pushed,
         )
+
+    def _client_curve(self) -> CurveClient | None:
+        return self.curve.client() if self.curve is not None else None
 
     @property
     def urls(self) -> dict[str, str]:

@@ -3,8 +3,8 @@
 Scenarios (each in its own module):
 
 - data plane (:mod:`croupier.tools.bench_data`): ``raw``, ``ceiling``,
-  ``ceiling-tuned``, ``scale``, ``actors``, ``reads``; MB/s and the workers' CPU-s per
-  GiB, and ``raw`` as a ratio of both ceilings;
+  ``ceiling-tuned``, ``scale``, ``actors``, ``reads``, ``curve`` (``raw`` with ZeroMQ CURVE
+  off and on); MB/s and the workers' CPU-s per GiB, and ``raw`` as a ratio of both ceilings;
 - ``dask`` (:mod:`croupier.tools.bench_dask`): a DataFrame shuffle through Croupier and
   through Dask P2P;
 - ``control`` (:mod:`croupier.tools.bench_control`): MAPPER_END commands per second at
@@ -96,10 +96,13 @@ def main_bench(
     partitions: int = 64,
     push_buffer: int = 0,
     plot: str | None = None,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> int:
     """Run ``scenarios`` (of :data:`SCENARIOS`), print a table (and with ``as_json`` one JSON line).
 
-    Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario.
+    ``curve`` runs the service's data scenarios with ZeroMQ CURVE (the control scenario
+    stays plaintext). Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario.
     """
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
@@ -120,6 +123,8 @@ def main_bench(
                 partitions=partitions,
                 push_buffer=push_buffer,
                 plot=plot,
+                curve=curve,
+                secret_file=secret_file,
             )
         )
         _print_data(results)

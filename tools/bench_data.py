@@ -10,14 +10,20 @@
   ``PartitionActor``s (the default) and with one actor per location (DESIGN §11).
 - ``reads``: 640 partitions, reducers using ``Shuffle.readers`` (the default) and
   opening one ``Shuffle.reader`` per partition.
+- ``curve``: the ``raw`` replicated shuffle with ZeroMQ CURVE off and on (``--curve``),
+  interleaved, and the cost as ratios (seconds, and MB/s).
+
+``--curve`` runs every other service scenario with CURVE on as well.
 
 Every run also reports the workers' CPU seconds per GiB moved (user + system of the
-worker processes, or of the ceiling's servers). Runs are interleaved run by run, in the
-caller's thread; each run starts and stops its own processes.
+worker processes, or of the ceiling's servers). Runs are interleaved run by run (every
+other run in reverse order), in the caller's thread; each run starts and stops its own
+processes.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +33,7 @@ from croupier.core.config import WorkerConfig
 
 __all__ = ["DATA_SCENARIOS", "data_scenarios"]
 
-DATA_SCENARIOS = ("raw", "ceiling", "ceiling-tuned", "scale", "actors", "reads")
+DATA_SCENARIOS = ("raw", "ceiling", "ceiling-tuned", "scale", "actors", "reads", "curve")
 
 
 @dataclass
@@ -45,7 +51,9 @@ class _Sample:
 _Plan = list[tuple[str, Callable[[], _Sample]]]
 
 
-def _demo(size: int, mappers: int, partitions: int, workers: int, **options: Any) -> Callable[[], _Sample]:
+def _demo_run(
+    size: int, mappers: int, partitions: int, workers: int, **options: Any
+) -> Callable[[], _Sample]:
     def run() -> _Sample:
         from croupier.tools.demo import run_demo
 
@@ -67,30 +75,45 @@ def _ceiling(size: int, tuned: bool) -> Callable[[], _Sample]:
 
 
 def _plan(
-    scenarios: list[str], size: int, mappers: int, workers: int, partitions: int, push_buffer: int
+    scenarios: list[str],
+    size: int,
+    mappers: int,
+    workers: int,
+    partitions: int,
+    push_buffer: int,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> _Plan:
     """What one run does, in order: (result name, how to get one sample)."""
     plan: _Plan = []
+    if "curve" in scenarios:
+        # ZeroMQ CURVE's cost: the same shuffle without and with it, one after the other
+        for name, on in (("off", False), ("on", True)):
+            run = _demo_run(
+                size, mappers, partitions, workers, push_buffer=push_buffer, curve=on, secret_file=secret_file
+            )
+            plan.append((f"curve/{name}", run))
+    demo = functools.partial(_demo_run, curve=curve, secret_file=secret_file)
     if {"raw", "ceiling", "ceiling-tuned"} & set(scenarios):
-        plan.append(("raw/replicated", _demo(size, mappers, partitions, workers, push_buffer=push_buffer)))
+        plan.append(("raw/replicated", demo(size, mappers, partitions, workers, push_buffer=push_buffer)))
     if "raw" in scenarios:
         plan.append(
             (
                 "raw/unreplicated",
-                _demo(size, mappers, partitions, workers, replicate=False, push_buffer=push_buffer),
+                demo(size, mappers, partitions, workers, replicate=False, push_buffer=push_buffer),
             )
         )
     if "scale" in scenarios:
-        plan += [(f"scale/{parts}", _demo(size, mappers, parts, workers)) for parts in (64, 256, 640)]
+        plan += [(f"scale/{parts}", demo(size, mappers, parts, workers)) for parts in (64, 256, 640)]
     if "actors" in scenarios:
         # DESIGN §11: a few actors owning shards of locations, against one actor per location
         for name, shards in (("sharded", WorkerConfig().partition_actors), ("per-location", 0)):
             config = WorkerConfig(heartbeat_interval=1.0, partition_actors=shards)
-            plan.append((f"actors/{name}/640", _demo(size, mappers, 640, workers, worker_config=config)))
+            plan.append((f"actors/{name}/640", demo(size, mappers, 640, workers, worker_config=config)))
     if "reads" in scenarios:
         # reducers of many partitions: Shuffle.readers against one Shuffle.reader per partition
         for name, batched in (("readers", True), ("reader-each", False)):
-            plan.append((f"reads/{name}/640", _demo(size, mappers, 640, workers, batched_reads=batched)))
+            plan.append((f"reads/{name}/640", demo(size, mappers, 640, workers, batched_reads=batched)))
     for name in ("ceiling", "ceiling-tuned"):
         if name in scenarios:
             plan.append((name, _ceiling(size, tuned=name == "ceiling-tuned")))
@@ -131,6 +154,9 @@ _RATIOS = (
     ("scale_640_to_64", "scale/640", "scale/64", "seconds"),
     ("actors_sharded_to_per_location_640", "actors/sharded/640", "actors/per-location/640", "seconds"),
     ("reads_readers_to_reader_each_640", "reads/readers/640", "reads/reader-each/640", "seconds"),
+    ("curve_cost", "curve/on", "curve/off", "seconds"),
+    ("curve_throughput_ratio", "curve/on", "curve/off", "mb_per_s"),
+    ("curve_worker_cpu_ratio", "curve/on", "curve/off", "cpu_s_per_gib"),
 )
 
 
@@ -155,6 +181,8 @@ def data_scenarios(
     partitions: int = 64,
     push_buffer: int = 0,
     plot: str | None = None,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> dict[str, Any]:
     """Run the named scenarios (of :data:`DATA_SCENARIOS`) ``runs`` times, interleaved.
 
@@ -162,15 +190,19 @@ def data_scenarios(
         partitions, push_buffer: the ``raw`` shuffle's partitions and client batch size
             (0 = the client's default).
         plot: a PNG file for the scale curve (needs matplotlib).
+        curve: run the service's scenarios with ZeroMQ CURVE (keys from ``secret_file``,
+            default a new secret per cluster); ``curve`` runs both either way.
 
     Returns one entry per result name (MB/s, workers' CPU-s per GiB, runs, and for the
     service's runs seconds and worker peak RSS), ``ratios``, ``failures`` if a shuffle
     did not verify, and ``plot`` when asked.
     """
-    plan = _plan(scenarios, size, mappers, workers, partitions, push_buffer)
+    plan = _plan(scenarios, size, mappers, workers, partitions, push_buffer, curve, secret_file)
     samples: dict[str, list[_Sample]] = {}
-    for _ in range(runs):
-        for name, sample in plan:
+    for run in range(runs):
+        # every other run goes backwards, so that no scenario always runs first (a warm cache,
+        # or a neighbour's load, then favours none of them)
+        for name, sample in plan if run % 2 == 0 else plan[::-1]:
             samples.setdefault(name, []).append(sample())
     results: dict[str, Any] = {name: _summary(found) for name, found in samples.items()}
     results["ratios"] = _ratios(samples)

@@ -66,7 +66,14 @@ def _warm() -> int:
 
 
 def map_task(
-    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int, push_buffer: int = 0
+    url: str,
+    app_id: str,
+    shuffle_id: int,
+    map_id: int,
+    budget: int,
+    partitions: int,
+    push_buffer: int = 0,
+    curve_key: str = "",
 ) -> tuple[int, int]:
     """Push one map's records; returns (records, bytes)."""
     import croupier
@@ -76,7 +83,7 @@ def map_task(
     records = 0
     nbytes = 0
     config = ClientConfig(push_buffer_size=push_buffer) if push_buffer else None
-    with croupier.connect(url, config=config) as client:
+    with croupier.connect(url, config=config, curve_server_key=curve_key) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
         with sh.writer(map_id, 0) as w:
             for seq, length, offset in _record_plan(map_id, budget):
@@ -95,6 +102,7 @@ def reduce_task(
     mappers: int,
     partitions: int,
     batched: bool = True,
+    curve_key: str = "",
 ) -> dict[str, Any]:
     """Read and check partitions (with ``Shuffle.readers``, or one ``reader`` each when not
     ``batched``); returns per-map counts and any errors."""
@@ -105,7 +113,7 @@ def reduce_task(
     seq_sums = [0] * mappers
     errors: list[str] = []
     nbytes = 0
-    with croupier.connect(url) as client:
+    with croupier.connect(url, curve_server_key=curve_key) as client:
         sh = client.open_shuffle(app_id, shuffle_id)
         for reader in sh.readers(parts) if batched else (sh.reader(p) for p in parts):
             p = reader.partition
@@ -212,6 +220,7 @@ class _Job:
     mappers: int
     partitions: int
     procs: int
+    curve_key: str = ""  # the cluster's CURVE public key, "" without CURVE
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -227,7 +236,17 @@ def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, f
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
-            pool.submit(map_task, job.url, job.app_id, job.shuffle_id, m, budget, job.partitions, push_buffer)
+            pool.submit(
+                map_task,
+                job.url,
+                job.app_id,
+                job.shuffle_id,
+                m,
+                budget,
+                job.partitions,
+                push_buffer,
+                job.curve_key,
+            )
             for m in range(job.mappers)
         ]
         written = 0
@@ -250,7 +269,15 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
         reading = time.perf_counter()
         reads = [
             pool.submit(
-                reduce_task, job.url, job.app_id, job.shuffle_id, parts, job.mappers, job.partitions, batched
+                reduce_task,
+                job.url,
+                job.app_id,
+                job.shuffle_id,
+                parts,
+                job.mappers,
+                job.partitions,
+                batched,
+                job.curve_key,
             )
             for parts in chunks
             if parts
@@ -276,6 +303,19 @@ def _check(results: list[dict[str, Any]], expected: list[int], written: int) -> 
     return errors
 
 
+def _timed(
+    job: _Job, budget: int, push_buffer: int, batched_reads: bool, bar: _Bar, pids: list[int]
+) -> tuple[float, float, int, int, list[dict[str, Any]]]:
+    """Push, then read: (shuffle seconds, the workers' CPU seconds, bytes, records, the readers' findings)."""
+    cpu_before = sum(cpu_seconds(pid) for pid in pids)
+    started, pushed, written, records = _push(job, budget, push_buffer, bar)
+    reading, results = _read(job, batched_reads, bar)
+    # the reducers' pool start-up is not shuffle time
+    seconds = time.perf_counter() - started - (reading - pushed)
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+    return seconds, cpu, written, records, results
+
+
 def run_demo(
     size: int,
     mappers: int,
@@ -288,13 +328,16 @@ def run_demo(
     worker_config: WorkerConfig | None = None,
     batched_reads: bool = True,
     master_args: list[str] | None = None,  # for the master, e.g. ["--tenants", FILE]
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
-    The clock starts at the first push (after every process has started) and stops when the
-    last record is verified. The workers' CPU is counted from just before the map pool starts
-    to the end of the reads. ``worker_config`` overrides the workers' settings; with
-    ``batched_reads=False`` reducers open a ``reader`` per partition, not ``Shuffle.readers``.
+    The clock starts at the first push (after every process has started) and stops
+    when the last record is verified. The workers' CPU is counted from just before the
+    map pool starts to the end of the reads. ``worker_config`` overrides the workers'
+    settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
+    instead of using ``Shuffle.readers``. ``curve``: ZeroMQ CURVE everywhere (``secret_file``).
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -303,39 +346,31 @@ def run_demo(
     expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
     config = worker_config or WorkerConfig(heartbeat_interval=1.0)
     with (
-        LocalCluster(workers, processes=True, worker_config=config, master_args=master_args) as cluster,
-        croupier.connect(cluster.master_url) as client,
+        LocalCluster(
+            workers,
+            processes=True,
+            worker_config=config,
+            master_args=master_args,
+            curve=curve,
+            secret_file=secret_file,
+        ) as cluster,
+        croupier.connect(cluster.master_url, curve_server_key=cluster.curve_server_key) as client,
     ):
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs)
+        key = cluster.curve_server_key
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
-        cpu_before = sum(cpu_seconds(pid) for pid in pids)
-        started, pushed, written, records = _push(job, budget, push_buffer, bar)
-        reading, results = _read(job, batched_reads, bar)
-        # the reducers' pool start-up is not shuffle time
-        seconds = time.perf_counter() - started - (reading - pushed)
-        cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
+        seconds, cpu, written, records, results = _timed(job, budget, push_buffer, batched_reads, bar, pids)
         bar.close()
         peak = max((peak_rss(pid) for pid in pids), default=0)
         app.unregister()
     errors = _check(results, expected, written)
-    return DemoResult(
-        not errors,
-        written,
-        seconds,
-        written / seconds / 1e6,
-        records,
-        mappers,
-        partitions,
-        workers,
-        errors,
-        replicate,
-        peak,
-        cpu,
-    )
+    rate = written / seconds / 1e6
+    shape = (mappers, partitions, workers)
+    return DemoResult(not errors, written, seconds, rate, records, *shape, errors, replicate, peak, cpu)
 
 
 def main_demo(
@@ -345,14 +380,26 @@ def main_demo(
     workers: int,
     as_json: bool,
     master_args: list[str] | None = None,
+    *,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> int:
-    progress = sys.stderr.isatty() or not as_json
-    result = run_demo(size, mappers, partitions, workers, progress=progress, master_args=master_args)
+    result = run_demo(
+        size,
+        mappers,
+        partitions,
+        workers,
+        progress=sys.stderr.isatty() or not as_json,
+        master_args=master_args,
+        curve=curve,
+        secret_file=secret_file,
+    )
     if not as_json:
         verdict = "verified" if result.verified else "FAILED"
         print(
             f"croupier demo: {result.records} records, {result.bytes / 1e6:.1f} MB through {workers} workers "
-            f"({mappers} mappers -> {partitions} partitions, 2 in-memory replicas): {verdict}, "
+            f"({mappers} mappers -> {partitions} partitions, 2 in-memory replicas"
+            f"{', CURVE' if curve else ''}): {verdict}, "
             f"{result.seconds:.2f} s, {result.mb_per_s:.1f} MB/s"
         )
         for e in result.errors:

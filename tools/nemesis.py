@@ -50,7 +50,9 @@ class Nemesis:
         self._cluster = cluster
         self._pause_for = pause_for
         self._rng = rng
-        self._master = MasterClient(cluster.master_url, timeout=5.0, attempts=5, deadline=60.0)
+        self._master = MasterClient(
+            cluster.master_url, timeout=5.0, attempts=5, deadline=60.0, curve=cluster.client_curve()
+        )
         self._held: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
 
@@ -135,7 +137,7 @@ class Nemesis:
                 if not self._cluster.master_running(i):
                     continue
                 try:
-                    with RpcClient(url, timeout=2.0, retries=0) as rpc:
+                    with RpcClient(url, timeout=2.0, retries=0, curve=self._cluster.client_curve()) as rpc:
                         status = rpc.call(*encode_command(Status())).body
                 except CroupierError:
                     continue

@@ -56,9 +56,11 @@ def run_verify(
     faults: str | None = None,
     shape: Shape | None = None,
     on_shuffle: Callable[[int, Outcome, float], None] | None = None,
+    curve: bool = False,
+    secret_file: str | None = None,
 ) -> Report:
     """Run the verified shuffles; the report. ``on_shuffle(index, outcome, seconds)`` is
-    called after each.
+    called after each. ``curve``: every socket talks CURVE (keys from ``secret_file``).
 
     Raises:
         ValueError: ``faults`` names an unknown kind or phase (see ``parse_faults``).
@@ -73,9 +75,18 @@ def run_verify(
     report = Report(seed, ha)
     with (
         LocalCluster(
-            3, processes=True, ha=ha, master_config=_MASTER, worker_config=_WORKER, session_timeout=2.0
+            3,
+            processes=True,
+            ha=ha,
+            master_config=_MASTER,
+            worker_config=_WORKER,
+            session_timeout=2.0,
+            curve=curve,
+            secret_file=secret_file,
         ) as cluster,
-        croupier.connect(cluster.master_url, config=_CLIENT) as client,
+        croupier.connect(
+            cluster.master_url, config=_CLIENT, curve_server_key=cluster.curve_server_key
+        ) as client,
     ):
         nemesis = Nemesis(cluster, pause_for=PAUSE_FOR, rng=random.Random(seed))
         try:
@@ -96,7 +107,16 @@ def run_verify(
     return report
 
 
-def main_verify(shuffles: int, seed: int, *, ha: bool, faults: str | None, as_json: bool) -> int:
+def main_verify(
+    shuffles: int,
+    seed: int,
+    *,
+    ha: bool,
+    faults: str | None,
+    as_json: bool,
+    curve: bool = False,
+    secret_file: str | None = None,
+) -> int:
     """The CLI: run, print the matrix (and with ``as_json`` one JSON line last on stdout).
 
     Returns 0 when every check held, 1 when one did not, 2 for bad arguments or no
@@ -123,7 +143,9 @@ def main_verify(shuffles: int, seed: int, *, ha: bool, faults: str | None, as_js
         print(f"croupier verify: {exc}", file=sys.stderr)
         return 2
     try:
-        report = run_verify(shuffles, seed, ha=ha, faults=faults, on_shuffle=progress)
+        report = run_verify(
+            shuffles, seed, ha=ha, faults=faults, on_shuffle=progress, curve=curve, secret_file=secret_file
+        )
     except ZooKeeperNotInstalled as exc:
         print(f"croupier verify --ha: {exc}", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ from croupier.core.errors import (
 )
 from croupier.core.wire import Header, Kind, encode_body
 from croupier.transports._framing import Payload, parse_message
+from croupier.transports.curve import CurveClient, timeout_hint
 from croupier.transports.rpc import Reply
 
 __all__ = ["AsyncRpcClient", "Callback"]
@@ -79,11 +80,18 @@ class AsyncRpcClient:
         context: a shared ZeroMQ context (default: the process-wide instance).
         timeout: default per-request deadline, seconds.
         name: the thread's name.
+        curve: connect as a CURVE client of this server key (a fresh key pair per socket).
     """
 
     def __init__(
-        self, *, context: _Context | None = None, timeout: float = 30.0, name: str = "async-rpc"
+        self,
+        *,
+        context: _Context | None = None,
+        timeout: float = 30.0,
+        name: str = "async-rpc",
+        curve: CurveClient | None = None,
     ) -> None:
+        self._curve = curve
         self._context = context or zmq.Context.instance()
         self._timeout = timeout
         self._name = name
@@ -177,6 +185,8 @@ class AsyncRpcClient:
                 sock.setsockopt(zmq.LINGER, 0)
                 sock.setsockopt(zmq.SNDHWM, 100_000)
                 sock.setsockopt(zmq.RCVHWM, 100_000)
+                if self._curve is not None:
+                    self._curve.apply(sock)
                 sock.connect(url)
             except zmq.ZMQError as exc:
                 sock.close(linger=0)
@@ -322,7 +332,8 @@ class AsyncRpcClient:
                 rid,
                 None,
                 RequestTimeout(
-                    f"no reply from {pending.url} to message type {pending.msg_type} in time",
+                    f"no reply from {pending.url} to message type {pending.msg_type} in time"
+                    f"{timeout_hint(self._curve)}",
                     {"url": pending.url, "msg_type": pending.msg_type},
                 ),
             )

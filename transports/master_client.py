@@ -29,6 +29,7 @@ from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unava
 from croupier.core.leader_record import decode_leader
 from croupier.core.replies import decode_reply
 from croupier.core.urls import parse_master_url
+from croupier.transports.curve import CurveClient
 from croupier.transports.rpc import RpcClient
 
 __all__ = ["MasterClient"]
@@ -47,6 +48,7 @@ class MasterClient:
         attempts: at least this many tries before giving up ...
         deadline: ... and keep trying until this many seconds have passed (failovers; 0 = attempts only).
         backoff: the pause between rounds over all endpoints.
+        curve: talk CURVE to the masters, with this server key.
     """
 
     def __init__(
@@ -57,7 +59,9 @@ class MasterClient:
         attempts: int = 10,
         deadline: float = 0.0,
         backoff: float = 0.2,
+        curve: CurveClient | None = None,
     ) -> None:
+        self._curve = curve
         parsed = parse_master_url(url)
         self.url = url
         self._zk_hosts = ",".join(parsed.endpoints) if parsed.kind == "zk" else ""
@@ -78,7 +82,9 @@ class MasterClient:
     def _client(self, endpoint: str) -> RpcClient:
         client = self._clients.get(endpoint)
         if client is None:
-            client = self._clients[endpoint] = RpcClient(endpoint, timeout=self._timeout, retries=0)
+            client = self._clients[endpoint] = RpcClient(
+                endpoint, timeout=self._timeout, retries=0, curve=self._curve
+            )
         return client
 
     def _resolve(self) -> None:

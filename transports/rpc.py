@@ -69,6 +69,7 @@ from croupier.transports._framing import (
 )
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
+from croupier.transports.curve import CurveClient, CurveServer, timeout_hint
 
 __all__ = [
     "Handler",
@@ -283,6 +284,8 @@ class RpcServer:
         max_peer_reply_bytes: bytes of replies (of 64 KiB and more) one peer may leave
             unread; past it, its new requests wait (up to as many bytes of them) until
             its replies drain, and further ones are dropped. Other peers are not slowed.
+        curve: bind as a CURVE server with this key pair (``croupier.transports.curve``);
+            plaintext clients then get no answer.
     """
 
     def __init__(
@@ -296,8 +299,10 @@ class RpcServer:
         allowed_types: Collection[int] | None = None,
         on_batch_end: Callable[[], None] | None = None,
         max_peer_reply_bytes: int = DEFAULT_PEER_REPLY_BYTES,
+        curve: CurveServer | None = None,
     ) -> None:
         self.name = name
+        self._curve = curve
         self._budget = PeerBudget(max_peer_reply_bytes)
         self._on_batch_end = on_batch_end
         self.stats = RpcServerStats()
@@ -357,6 +362,8 @@ class RpcServer:
                 sock.setsockopt(zmq.SNDHWM, _HWM)
                 sock.setsockopt(zmq.RCVHWM, _HWM)
                 self._guard_connections(ctx, sock)
+                if self._curve is not None:
+                    self._curve.apply(sock)
                 sock.bind(self._bind)
                 self._url = sock.getsockopt(zmq.LAST_ENDPOINT).decode()  # type: ignore[union-attr]
             except zmq.ZMQError as exc:
@@ -693,6 +700,7 @@ class RpcClient:
         retries: extra tries after a timeout. A retry is a new request (new id,
             new socket): only retry idempotent requests, pass ``retries=0`` otherwise.
         retry_backoff: sleep before retry n is ``retry_backoff * 2 ** (n - 1)``.
+        curve: connect as a CURVE client of this server key (a fresh key pair per socket).
 
     Raises:
         ValueError: a non-positive timeout or negative retries.
@@ -707,9 +715,11 @@ class RpcClient:
         timeout: float = 10.0,
         retries: int = 2,
         retry_backoff: float = 0.1,
+        curve: CurveClient | None = None,
     ) -> None:
         _check_policy(timeout, retries)
         self.url = url
+        self._curve = curve
         self._context: _Context = context if context is not None else zmq.Context.instance()
         self._timeout = timeout
         self._retries = retries
@@ -725,6 +735,8 @@ class RpcClient:
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.SNDHWM, _HWM)
             sock.setsockopt(zmq.RCVHWM, _HWM)
+            if self._curve is not None:
+                self._curve.apply(sock)
             sock.connect(self.url)
         except zmq.ZMQError as exc:
             sock.close(linger=0)
@@ -785,7 +797,7 @@ class RpcClient:
                 logger.debug("%s to %s: try %d timed out", _type_name(msg_type), self.url, attempt + 1)
             raise RequestTimeout(
                 f"no reply from {self.url} to {_type_name(msg_type)} within {timeout:g} s "
-                f"({retries + 1} tries)",
+                f"({retries + 1} tries){timeout_hint(self._curve)}",
                 {"url": self.url, "msg_type": msg_type, "timeout": timeout, "tries": retries + 1},
             )
 

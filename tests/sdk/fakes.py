@@ -52,6 +52,7 @@ from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.reservations import Reservations
 from croupier.services.master import MasterService
+from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.digest import digest_ok
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Request, Responder, RpcServer
@@ -59,16 +60,22 @@ from croupier.transports.rpc import Request, Responder, RpcServer
 Key = tuple[str, int, int, int, str]  # app, shuffle, partition, epoch, role
 
 
-def start_master() -> MasterService:
+def start_master(curve: CurveServer | None = None) -> MasterService:
     """The real master, in memory, on a free port, without liveness sweeps."""
     config = MasterConfig(sweep_interval=0, takeover_grace=0)
-    return MasterService("tcp://127.0.0.1:0", None, config=config, rng=random.Random(7)).start()
+    return MasterService("tcp://127.0.0.1:0", None, config=config, rng=random.Random(7), curve=curve).start()
 
 
 class FakeWorker:
     """An in-memory worker. ``peers`` maps worker ids to fakes (for replication)."""
 
-    def __init__(self, worker_id: str, peers: dict[str, FakeWorker], chunk_size: int = 2048) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        peers: dict[str, FakeWorker],
+        chunk_size: int = 2048,
+        curve: CurveServer | None = None,
+    ) -> None:
         self.worker_id = worker_id
         self.incarnation = f"{worker_id}-1"
         self.reservations = Reservations(Identity(worker_id, self.incarnation))
@@ -85,7 +92,11 @@ class FakeWorker:
         self.pushes = 0
         self.alive = True
         self.server = RpcServer(
-            "tcp://127.0.0.1:0", self._handle, name=f"fake-{worker_id}", max_message_bytes=300 * 1024**2
+            "tcp://127.0.0.1:0",
+            self._handle,
+            name=f"fake-{worker_id}",
+            max_message_bytes=300 * 1024**2,
+            curve=curve,
         )
         self.server.start()
         self.port = int(self.server.url.rsplit(":", 1)[1])
@@ -256,15 +267,16 @@ class FakeWorker:
 class FakeCluster:
     """A master and ``n`` fake workers (``w0``..``w{n-1}``)."""
 
-    def __init__(self, workers: int = 3, chunk_size: int = 2048) -> None:
-        self.master = start_master()
+    def __init__(self, workers: int = 3, chunk_size: int = 2048, curve: CurveServer | None = None) -> None:
+        self.curve = curve
+        self.master = start_master(curve)
         self.master_url = self.master.url
         self.peers: dict[str, FakeWorker] = {}
         self.workers: list[FakeWorker] = []
         try:
-            with MasterClient(self.master_url, timeout=5) as client:
+            with MasterClient(self.master_url, timeout=5, curve=self._client_curve()) as client:
                 for i in range(workers):
-                    worker = FakeWorker(f"w{i}", self.peers, chunk_size)
+                    worker = FakeWorker(f"w{i}", self.peers, chunk_size, curve)
                     self.peers[worker.worker_id] = worker
                     self.workers.append(worker)
                     worker.register(client)
@@ -272,13 +284,16 @@ class FakeCluster:
             self.stop()
             raise
 
+    def _client_curve(self) -> CurveClient | None:
+        return self.curve.client() if self.curve is not None else None
+
     def worker(self, worker_id: str) -> FakeWorker:
         return self.peers[worker_id]
 
     def lose(self, worker_id: str) -> None:
         """Crash a worker and tell the master (as its heartbeat timeout would)."""
         self.peers[worker_id].crash()
-        with MasterClient(self.master_url, timeout=5) as client:
+        with MasterClient(self.master_url, timeout=5, curve=self._client_curve()) as client:
             client.call(LoseWorker(worker_id, "crashed in a test"))
 
     def stop(self) -> None:
@@ -288,8 +303,10 @@ class FakeCluster:
 
 
 @contextmanager
-def fake_cluster(workers: int = 3, chunk_size: int = 2048) -> Iterator[FakeCluster]:
-    cluster = FakeCluster(workers, chunk_size)
+def fake_cluster(
+    workers: int = 3, chunk_size: int = 2048, curve: CurveServer | None = None
+) -> Iterator[FakeCluster]:
+    cluster = FakeCluster(workers, chunk_size, curve)
     try:
         yield cluster
     finally:

@@ -30,9 +30,13 @@ from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
 from croupier.storage.disk import DiskPartitionStore
+from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
+from croupier.transports.secret import ClusterSecret
 from tests.sdk.fakes import fake_cluster
+
+CURVE = CurveServer.from_secret(ClusterSecret(b"curve" * 6 + b"!!"))
 
 
 def _check_all(config: object, checks: dict[str, Callable[[Any], object]]) -> None:
@@ -274,8 +278,12 @@ def test_every_client_setting_takes_effect() -> None:
         fetch_chunks_in_flight=5,
         fetch_exclude_seconds=33.0,
         commit_wait_timeout=44.0,
+        curve_server_key=CURVE.public.decode(),
     )
-    with fake_cluster(workers=2) as cluster, croupier.connect(cluster.master_url, config=config) as client:
+    with (
+        fake_cluster(workers=2, curve=CURVE) as cluster,
+        croupier.connect(cluster.master_url, config=config) as client,
+    ):
         app = client.register_app("cfg")
         beating = _wait(lambda: app.heartbeats >= 3, timeout=5.0)
         shuffle = app.register_shuffle(1, 2)
@@ -299,6 +307,8 @@ def test_every_client_setting_takes_effect() -> None:
             "fetch_chunks_in_flight": lambda v: reader._ahead == v,
             "fetch_exclude_seconds": lambda v: v - 1 < suspect_for <= v,
             "commit_wait_timeout": lambda v: reader._timeout == v,
+            # the whole test talks to a CURVE-only cluster: nothing above would have answered
+            "curve_server_key": lambda v: master._curve == client._curve == CurveClient.parse(v),
         }
         writer.abort()
         _check_all(config, checks)
