@@ -92,8 +92,8 @@ class WorkerService(Service):
         self._given_store = store
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
-        self._locations = Locations()
-        self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
+        self._locations = Locations(self.limiter)
+        self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None

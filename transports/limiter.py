@@ -1,36 +1,69 @@
-"""``MemoryLimiter``: a worker's budget for buffered push data (DESIGN §7.4).
+"""``MemoryLimiter``: a worker's memory budget (DESIGN §7.4), for buffered push data and for
+the state each location and reservation keeps.
 
-Bytes are counted from the moment a push is accepted until its flush to disk
-completes. Above the *push* watermark (0.85 of the cap) pushes are answered
-``CONGESTED``; above the *replicate* watermark (0.95) replication is too. Once
-paused, the worker resumes below 0.7, so it does not flap at the edge. The
-client backs off and resends the same batches: a worker never runs out of memory
-because clients push too fast.
+Two kinds of bytes share one count, ``used``:
+
+- **Buffered data** is counted from the moment a push is accepted until its flush to
+  disk completes. Above the *push* watermark (0.85 of the cap) pushes are answered
+  ``CONGESTED``; above the *replicate* watermark (0.95) replication is too. Once paused,
+  the worker resumes below 0.7, so it does not flap at the edge. The client backs off
+  and resends the same batches: a worker never runs out of memory because clients push
+  too fast.
+- **Held** bytes are the long-lived state of what a worker keeps per location
+  (``LOCATION_BYTES``), per seal it keeps (``SEAL_BYTES``) and per reservation
+  (``RESERVATION_BYTES``), from the moment it exists until it is destroyed. Held bytes
+  may take at most ``held_share`` (0.5) of the cap: past that, the push that would
+  create a location is ``CONGESTED`` and a ``RESERVE`` is refused, instead of the worker
+  growing (a worker holding none takes one message's, however much). The share stays
+  under the resume mark, so flushes can always bring a paused worker back below it:
+  held state alone never pauses the data of live locations.
+
+The constants are the worker's RSS per item, measured with ``python -m
+croupier.tools.location_rss`` and with a committed and read copy of each location
+(BENCHMARKS.md, issue 13), rounded up.
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["MemoryLimiter"]
+__all__ = ["HELD_SHARE", "LOCATION_BYTES", "RESERVATION_BYTES", "SEAL_BYTES", "MemoryLimiter"]
+
+# RSS a location costs from its first push to its destroy (key, actor entry, index, buffer
+# views, its open or committed file): 1.5 KiB with a seal, 3.5-3.9 KiB committed and read
+LOCATION_BYTES = 4096
+# each distinct seal a location keeps (a tuple in its index, then in the committed index)
+SEAL_BYTES = 256
+# a shuffle's or a revived location's reservation (its placement and its pairs)
+RESERVATION_BYTES = 1024
+HELD_SHARE = 0.5  # of the cap; below the resume mark (0.7)
 
 
 class MemoryLimiter:
     """Thread-safe counter with hysteresis.
 
     Parameters:
-        cap: bytes of buffered data the worker may hold.
+        cap: bytes the worker may hold in buffered data and held state.
         pause_push, pause_replicate, resume: fractions of ``cap``.
+        held_share: the fraction of ``cap`` that held state may take.
     """
 
     def __init__(
-        self, cap: int, *, pause_push: float = 0.85, pause_replicate: float = 0.95, resume: float = 0.7
+        self,
+        cap: int,
+        *,
+        pause_push: float = 0.85,
+        pause_replicate: float = 0.95,
+        resume: float = 0.7,
+        held_share: float = HELD_SHARE,
     ) -> None:
         self.cap = cap
         self._pause_push = int(cap * pause_push)
         self._pause_replicate = int(cap * pause_replicate)
         self._resume = int(cap * resume)
+        self._held_cap = int(cap * held_share)
         self._used = 0
+        self._held = 0
         self._peak = 0
         self._push_paused = False
         self._replicate_paused = False
@@ -39,33 +72,75 @@ class MemoryLimiter:
 
     @property
     def used(self) -> int:
+        """Bytes counted now: buffered data and held state."""
         return self._used
+
+    @property
+    def held(self) -> int:
+        """Bytes of held state (locations, seals, reservations) counted now."""
+        return self._held
+
+    @property
+    def held_cap(self) -> int:
+        """The most held state may take."""
+        return self._held_cap
 
     @property
     def peak(self) -> int:
         return self._peak
 
-    def try_acquire(self, nbytes: int, *, replicate: bool = False) -> bool:
-        """Take ``nbytes`` unless the worker is paused for this kind of traffic."""
+    def try_acquire(self, nbytes: int, *, replicate: bool = False, held: int = 0) -> bool:
+        """Take ``nbytes`` of buffered data and ``held`` bytes of held state, or nothing:
+        refused when the held state would pass its share, or the worker is paused for
+        this kind of traffic."""
         with self._lock:
+            # a worker holding no state takes one message's, however much, as for data
+            if held and self._held and self._held + held > self._held_cap:
+                self.congested += 1
+                return False
+            total = nbytes + held
+            if not total:
+                return True
             if self._used < self._resume:
                 self._push_paused = self._replicate_paused = False
-            if self._used + nbytes > self._pause_push:
+            if self._used + total > self._pause_push:
                 self._push_paused = True
-            if self._used + nbytes > self._pause_replicate:
+            if self._used + total > self._pause_replicate:
                 self._replicate_paused = True
             paused = self._replicate_paused if replicate else self._push_paused
             # an empty worker always takes one message, however large, so big records still get through
             if paused and self._used > 0:
                 self.congested += 1
                 return False
-            self._used += nbytes
-            self._peak = max(self._peak, self._used)
+            self._take(total, held)
             return True
 
-    def release(self, nbytes: int) -> None:
+    def try_hold(self, nbytes: int) -> bool:
+        """Take ``nbytes`` of held state unless it would pass its share (the data watermarks
+        do not apply: a reservation is small and refusing it moves a whole shuffle)."""
         with self._lock:
-            self._used = max(0, self._used - nbytes)
+            if self._held and self._held + nbytes > self._held_cap:
+                self.congested += 1
+                return False
+            self._take(nbytes, nbytes)
+            return True
+
+    def hold(self, nbytes: int) -> None:
+        """Count ``nbytes`` of held state that already exists (not refusable)."""
+        with self._lock:
+            self._take(nbytes, nbytes)
+
+    def _take(self, total: int, held: int) -> None:
+        # lock held
+        self._used += total
+        self._held += held
+        self._peak = max(self._peak, self._used)
+
+    def release(self, nbytes: int, *, held: int = 0) -> None:
+        """Give back ``nbytes`` of buffered data and ``held`` bytes of held state."""
+        with self._lock:
+            self._used = max(0, self._used - nbytes - held)
+            self._held = max(0, self._held - held)
             if self._used < self._resume:
                 self._push_paused = self._replicate_paused = False
 
