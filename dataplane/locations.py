@@ -96,7 +96,7 @@ class Locations:
                         f" {key.name} takes no more data"
                     )
             if not self._limiter.try_acquire(
-                nbytes, replicate=replicate, held=held + len(new) * LOCATION_BYTES
+                nbytes, replicate=replicate, held=held + len(new) * LOCATION_BYTES, grow=bool(new)
             ):
                 return False
             for key in new:

@@ -11,12 +11,13 @@ Two kinds of bytes share one count, ``used``:
   too fast.
 - **Held** bytes are the long-lived state of what a worker keeps per location
   (``LOCATION_BYTES``), per seal it keeps (``SEAL_BYTES``) and per reservation
-  (``RESERVATION_BYTES``), from the moment it exists until it is destroyed. Held bytes
-  may take at most ``held_share`` (0.5) of the cap: past that, the push that would
-  create a location is ``CONGESTED`` and a ``RESERVE`` is refused, instead of the worker
-  growing (a worker holding none takes one message's, however much). The share stays
-  under the resume mark, so flushes can always bring a paused worker back below it:
-  held state alone never pauses the data of live locations.
+  (``RESERVATION_BYTES``), from the moment it exists until it is destroyed. A push
+  that creates a location, or a ``RESERVE``, may bring held bytes to ``held_share``
+  (0.5) of the cap; a push to live locations only (their data and seals: what a writer
+  needs to finish) to ``HELD_MAX_SHARE`` (0.6). Past that the message is ``CONGESTED``,
+  instead of the worker growing (a worker holding none takes one message's, however
+  much). Both shares stay under the resume mark, so flushes can always bring a paused
+  worker back below it: held state alone never pauses the data of live locations.
 
 The constants are the worker's RSS per item, measured with ``python -m
 croupier.tools.location_rss`` and with a committed and read copy of each location
@@ -27,7 +28,14 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["HELD_SHARE", "LOCATION_BYTES", "RESERVATION_BYTES", "SEAL_BYTES", "MemoryLimiter"]
+__all__ = [
+    "HELD_MAX_SHARE",
+    "HELD_SHARE",
+    "LOCATION_BYTES",
+    "RESERVATION_BYTES",
+    "SEAL_BYTES",
+    "MemoryLimiter",
+]
 
 # RSS a location costs from its first push to its destroy (key, actor entry, index, buffer
 # views, its open or committed file): 1.5 KiB with a seal, 3.5-3.9 KiB committed and read
@@ -36,7 +44,8 @@ LOCATION_BYTES = 4096
 SEAL_BYTES = 256
 # a shuffle's or a revived location's reservation (its placement and its pairs)
 RESERVATION_BYTES = 1024
-HELD_SHARE = 0.5  # of the cap; below the resume mark (0.7)
+HELD_SHARE = 0.5  # of the cap, for new locations and reservations; below the resume mark (0.7)
+HELD_MAX_SHARE = 0.6  # of the cap, for the seals of live locations
 
 
 class MemoryLimiter:
@@ -45,7 +54,7 @@ class MemoryLimiter:
     Parameters:
         cap: bytes the worker may hold in buffered data and held state.
         pause_push, pause_replicate, resume: fractions of ``cap``.
-        held_share: the fraction of ``cap`` that held state may take.
+        held_share: the fraction of ``cap`` that held state may take with a new location.
     """
 
     def __init__(
@@ -62,6 +71,7 @@ class MemoryLimiter:
         self._pause_replicate = int(cap * pause_replicate)
         self._resume = int(cap * resume)
         self._held_cap = int(cap * held_share)
+        self._held_max = max(self._held_cap, int(cap * HELD_MAX_SHARE))
         self._used = 0
         self._held = 0
         self._peak = 0
@@ -82,20 +92,21 @@ class MemoryLimiter:
 
     @property
     def held_cap(self) -> int:
-        """The most held state may take."""
+        """The most held state may take with a new location or reservation."""
         return self._held_cap
 
     @property
     def peak(self) -> int:
         return self._peak
 
-    def try_acquire(self, nbytes: int, *, replicate: bool = False, held: int = 0) -> bool:
+    def try_acquire(self, nbytes: int, *, replicate: bool = False, held: int = 0, grow: bool = False) -> bool:
         """Take ``nbytes`` of buffered data and ``held`` bytes of held state, or nothing:
-        refused when the held state would pass its share, or the worker is paused for
-        this kind of traffic."""
+        refused when the held state would pass its share (``held_share`` when the message
+        creates locations: ``grow``), or the worker is paused for this kind of traffic."""
         with self._lock:
             # a worker holding no state takes one message's, however much, as for data
-            if held and self._held and self._held + held > self._held_cap:
+            limit = self._held_cap if grow else self._held_max
+            if held and self._held and self._held + held > limit:
                 self.congested += 1
                 return False
             total = nbytes + held
