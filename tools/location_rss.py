@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m croupier.tools.location_rss --locations 300000 --memory 256MiB [--before DIR]
+    python -m croupier.tools.location_rss --locations 300000 --memory 256MiB [--before COMMIT]
 
 Starts a ``croupier master`` and one ``croupier worker --memory CAP`` as subprocesses
 (their data in a temporary directory), registers unreplicated shuffles of
@@ -13,20 +13,25 @@ then prints the worker's RSS (``VmRSS`` of ``/proc/PID/status``) before and afte
 limiter's count (``memory_used`` of ``WORKER_INFO``), the worker's live locations and
 the RSS each accepted location added.
 
-``--before DIR`` runs the same measurement first with the servers' code taken from
-``DIR`` (a directory holding a ``croupier`` package, e.g. a symlink to a checkout of an
-older commit, put first on ``PYTHONPATH``), then with this code, and prints both rows.
-``--base-locations`` lowers the count for that run when the older code is too slow.
+``--before COMMIT`` runs the same measurement first with the servers' code of that
+commit of the repository the current directory is in (``git archive``, laid out as
+``pyproject.toml``'s package dirs say, first on ``PYTHONPATH``), then with this code, and
+prints both rows. ``--base-locations`` lowers the count for that run when the older code
+is too slow.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +82,22 @@ def _spawn(args: list[str], code: str | None) -> subprocess.Popen[bytes]:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (code, env.get("PYTHONPATH", "")) if p)
     cli = [sys.executable, "-m", "croupier.services.cli", "--log-level", "WARNING", *args]
     return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+
+
+def _checkout(commit: str, into: Path) -> str:
+    """Lay out ``commit``'s packages under ``into``; returns the directory to put on ``PYTHONPATH``."""
+    raw = subprocess.run(["git", "archive", commit], check=True, capture_output=True).stdout
+    src = into / "src"
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        tar.extractall(src, filter="data")
+    dirs = tomllib.loads((src / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in sorted(dirs.items()):  # "croupier" before "croupier.x"
+        target = into / "pkg" / package.replace(".", "/")
+        if package == "croupier":
+            shutil.copytree(src / folder, target)
+        else:
+            target.symlink_to(src / folder, target_is_directory=True)
+    return str(into / "pkg")
 
 
 def _seal_frames(n: int) -> list[bytes]:
@@ -192,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory", default="256MiB", help="the worker's --memory")
     p.add_argument("--per-shuffle", type=int, default=100_000, help="partitions per shuffle")
     p.add_argument("--per-push", type=int, default=1000, help="seals per PUSH")
-    p.add_argument("--before", metavar="DIR", help="also run the servers from DIR/croupier first")
+    p.add_argument("--before", metavar="COMMIT", help="first run the servers of this git commit")
     p.add_argument("--base-locations", type=int, help="--locations for the --before run")
     args = p.parse_args(argv)
     cap = parse_size(args.memory)
@@ -202,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.before:
         n = args.base_locations or args.locations
-        _print(measure(n, cap, code=args.before, per_shuffle=args.per_shuffle, per_push=args.per_push))
+        with tempfile.TemporaryDirectory() as tmp:
+            code = _checkout(args.before, Path(tmp))
+            _print(measure(n, cap, code=code, per_shuffle=args.per_shuffle, per_push=args.per_push))
     _print(measure(args.locations, cap, code=None, per_shuffle=args.per_shuffle, per_push=args.per_push))
     return 0
 

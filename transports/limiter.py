@@ -15,9 +15,10 @@ Two kinds of bytes share one count, ``used``:
   that creates a location, or a ``RESERVE``, may bring held bytes to ``held_share``
   (0.5) of the cap; a push to live locations only (their data and seals: what a writer
   needs to finish) to ``HELD_MAX_SHARE`` (0.6). Past that the message is ``CONGESTED``,
-  instead of the worker growing (a worker holding none takes one message's, however
-  much). Both shares stay under the resume mark, so flushes can always bring a paused
-  worker back below it: held state alone never pauses the data of live locations.
+  instead of the worker growing; unlike data, even on an empty worker, so no input takes
+  held state past its share. Both shares stay under the resume mark, so flushes can
+  always bring a paused worker back below it: held state alone never pauses the data of
+  live locations.
 
 The constants are the worker's RSS per item, measured with ``python -m
 croupier.tools.location_rss`` and with a committed and read copy of each location
@@ -104,9 +105,8 @@ class MemoryLimiter:
         refused when the held state would pass its share (``held_share`` when the message
         creates locations: ``grow``), or the worker is paused for this kind of traffic."""
         with self._lock:
-            # a worker holding no state takes one message's, however much, as for data
             limit = self._held_cap if grow else self._held_max
-            if held and self._held and self._held + held > limit:
+            if held and self._held + held > limit:
                 self.congested += 1
                 return False
             total = nbytes + held
@@ -130,7 +130,7 @@ class MemoryLimiter:
         """Take ``nbytes`` of held state unless it would pass its share (the data watermarks
         do not apply: a reservation is small and refusing it moves a whole shuffle)."""
         with self._lock:
-            if self._held and self._held + nbytes > self._held_cap:
+            if self._held + nbytes > self._held_cap:
                 self.congested += 1
                 return False
             self._take(nbytes, nbytes)

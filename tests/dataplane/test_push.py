@@ -45,7 +45,7 @@ class Parts:
 @pytest.fixture
 def parts() -> Iterator[Parts]:
     store = MemoryPartitionStore()
-    limiter = MemoryLimiter(1000)
+    limiter = MemoryLimiter(1000, held_share=100)  # the data watermarks; the state of locations fits
     flusher = FlusherActor.start(0, limiter)
     locations = Locations(limiter)
     locations.open(1, lambda: PartitionActor.start(store, [flusher], limiter))

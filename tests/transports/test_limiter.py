@@ -19,10 +19,10 @@ def test_held_state_counts_in_used_and_stops_at_its_share() -> None:
     assert limiter.try_hold(500) and limiter.held == 500
 
 
-def test_a_worker_holding_nothing_takes_one_message_however_much_it_holds() -> None:
+def test_held_state_past_its_share_is_refused_even_on_an_empty_worker() -> None:
     limiter = MemoryLimiter(1000)
-    assert limiter.try_acquire(10, held=5000, grow=True)
-    assert not limiter.try_acquire(10, held=1, grow=True)
+    assert not limiter.try_acquire(10, held=501, grow=True) and not limiter.try_hold(501)
+    assert limiter.try_acquire(2000)  # data: an empty worker takes one message, however large
     assert limiter.try_acquire(0) and limiter.try_acquire(0, held=0, grow=True)  # nothing asked
 
 
