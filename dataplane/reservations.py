@@ -12,8 +12,9 @@ the push and replicate server threads (``check_push``, ``check_replicate``).
 
 Kept in memory only: a restarted worker has a new incarnation, and every push naming the
 old one is refused anyway. Bounded by count and by the memory limiter: at most ``cap``
-entries, a shuffle and each revived location counting one, and each entry holds
-``RESERVATION_BYTES`` of the limiter until it is forgotten. A ``RESERVE`` past either is
+entries, a shuffle and each revived location counting one; each entry, and each of a
+shuffle's pairs that names this worker, holds ``RESERVATION_BYTES`` of the limiter until
+it is forgotten. A ``RESERVE`` past either is
 ``CONGESTED``; the master then replies without this worker's ack, its pushes are refused
 here as ``STALE_LOCATION`` and the writers revive elsewhere.
 """
@@ -101,11 +102,7 @@ class Reservations:
                 raise Congested(
                     f"worker {me} holds {self._entries} reservations, the most it keeps is {self._cap}"
                 )
-            if new and not self._limiter.try_hold(new * RESERVATION_BYTES):
-                raise Congested(
-                    f"worker {me} holds {self._limiter.held} bytes of location and reservation state,"
-                    f" the most it keeps is {self._limiter.held_cap}"
-                )
+            self._charge(new + (len(mine) - (len(placed.mine) if placed else 0) if r.pairs else 0))
             if placed is None:
                 placed = self._shuffles[key] = _Placed(r.num_partitions, r.replicate, 0)
             self._seq += 1
@@ -115,6 +112,20 @@ class Reservations:
             placed.revived.update(revived)
             self._entries += new
             return len(self._shuffles)
+
+    def _charge(self, entries: int) -> None:
+        """Hold ``entries`` more reservations' bytes (fewer: give them back).
+
+        Raises:
+            Congested: they would pass the held share of the memory budget.
+        """
+        if entries < 0:
+            self._limiter.release(0, held=-entries * RESERVATION_BYTES)
+        elif entries and not self._limiter.try_hold(entries * RESERVATION_BYTES):
+            raise Congested(
+                f"worker {self._identity.worker_id} holds {self._limiter.held} bytes of location and"
+                f" reservation state, the most it keeps is {self._limiter.held_cap}"
+            )
 
     def check_push(
         self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...], replica: str | None
@@ -189,9 +200,9 @@ class Reservations:
 
     def _drop(self, key: ShuffleKey) -> None:
         # lock held
-        n = 1 + len(self._shuffles.pop(key).revived)
-        self._entries -= n
-        self._limiter.release(0, held=n * RESERVATION_BYTES)
+        placed = self._shuffles.pop(key)
+        self._entries -= 1 + len(placed.revived)
+        self._limiter.release(0, held=(1 + len(placed.revived) + len(placed.mine)) * RESERVATION_BYTES)
 
     @property
     def seq(self) -> int:
