@@ -15,10 +15,10 @@ State it owns, per location (a ``_Location``), on its pykka thread:
 Hooks: ``Append`` from the push/replicate server threads; ``FlushDone`` from the
 flusher; ``Commit`` from the control server thread; ``Drop`` when a shuffle is
 destroyed. Bytes go back to the worker's ``MemoryLimiter`` when their flush
-completes (the flusher releases them) or when their location is dropped; so do
-the held bytes of its seals (``SEAL_BYTES`` each: a seal that is already there gives them
-back at once). The actor never waits on another actor: a commit completes when the location's last
-flush reports back.
+completes (the flusher releases them) or when their location is dropped; so do the
+held bytes of its seals (``SEAL_BYTES`` each, taken with their push: a seal that is
+already there gives them back at once). The actor never waits on another actor: a
+commit completes when the location's last flush reports back.
 
 Why shards: one actor per location means one thread per location, and a push
 message carrying batches for many partitions wakes one thread per partition. At
