@@ -9,14 +9,16 @@ State it owns, per location (a ``_Location``), on its pykka thread:
     index       an ``IndexBuilder``: chunk boundaries, batch count and seals, in file order
     file        the ``PartitionFile``, created at the first flush
     in_flight   flush jobs handed to the disk's flusher and not yet done
-    committed   the ``CommittedFile`` once committed
+    committed   the ``CommittedFile`` once committed (then only it and the key are kept)
+    held        the held bytes of its distinct seals, taken from the limiter with their push
 
 Hooks: ``Append`` from the push/replicate server threads; ``FlushDone`` from the
 flusher; ``Commit`` from the control server thread; ``Drop`` when a shuffle is
 destroyed. Bytes go back to the worker's ``MemoryLimiter`` when their flush
-completes (the flusher releases them) or when their location is dropped. The
-actor never waits on another actor: a commit completes when the location's last
-flush reports back.
+completes (the flusher releases them) or when their location is dropped; so do the
+held bytes of its seals (``SEAL_BYTES`` each, taken with their push: a seal that is
+already there gives them back at once). The actor never waits on another actor: a
+commit completes when the location's last flush reports back.
 
 Why shards: one actor per location means one thread per location, and a push
 message carrying batches for many partitions wakes one thread per partition. At
@@ -34,18 +36,20 @@ from typing import Any
 import pykka
 
 from croupier.actors.flusher import FlushBatch, FlushDone, FlushJob
-from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
 from croupier.core.dataplane import LocationReport
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import ChunkIndex, CommittedFile, LocationKey, PartitionFile, PartitionStore
-from croupier.transports.limiter import MemoryLimiter
+from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 
 __all__ = ["Append", "Batches", "Commit", "Drop", "PartitionActor", "committed_report", "shard_of"]
 
 log = logging.getLogger(__name__)
 
 Batches = list[tuple[BatchHeader, memoryview, memoryview]]
+
+_SPENT = IndexBuilder(1)  # the index builder of every committed location: never added to again
 
 
 def committed_report(key: LocationKey, index: ChunkIndex) -> LocationReport:
@@ -97,6 +101,7 @@ class _Location:
         "committed",
         "error",
         "file",
+        "held",
         "in_flight",
         "index",
         "key",
@@ -115,6 +120,7 @@ class _Location:
         self.waiters: list[Callable[[LocationReport], None]] = []
         self.committed: CommittedFile | None = None
         self.error: CroupierError | None = None
+        self.held = 0
 
     def report(self) -> LocationReport:
         if self.error is not None or self.committed is None:
@@ -182,14 +188,22 @@ class PartitionActor(pykka.ThreadingActor):
         if loc.committed is not None or loc.waiters:
             # a late push (e.g. a losing speculative attempt): its data is not needed; give the bytes back
             log.info("%s is committed; dropping %d late batches", key.name, len(batches))
-            self._limiter.release(nbytes)
+            seals = sum(header.flags & FLAG_SEAL for header, _, _ in batches)
+            self._limiter.release(nbytes, held=seals * SEAL_BYTES)
             return
+        seals, kept = 0, loc.index.seal_count
         for header, header_bytes, data in batches:
             loc.index.add(header, BATCH_HEADER.size + len(data))
+            seals += header.flags & FLAG_SEAL
             loc.pending.append(header_bytes)
             if len(data):
                 loc.pending.append(data)
         loc.pending_bytes += nbytes
+        if seals:  # each seal was charged with its push; one already held gives it back
+            kept = loc.index.seal_count - kept
+            loc.held += kept * SEAL_BYTES
+            if seals > kept:
+                self._limiter.release(0, held=(seals - kept) * SEAL_BYTES)
         if loc.pending_bytes >= self._flush_bytes:
             self._flush(loc)
 
@@ -239,6 +253,8 @@ class PartitionActor(pykka.ThreadingActor):
                 if loc.file is None:
                     loc.file = self._store.create(loc.key)
                 loc.committed = loc.file.commit(loc.index.build())
+                # the committed index is all that is read from now on
+                loc.file, loc.index = None, _SPENT
             except CroupierError as exc:
                 loc.error = exc
         report = loc.report()
@@ -251,8 +267,8 @@ class PartitionActor(pykka.ThreadingActor):
             loc = self._locations.pop(key, None)
             if loc is None:
                 continue
-            self._limiter.release(loc.pending_bytes)
-            loc.pending, loc.pending_bytes = [], 0
+            self._limiter.release(loc.pending_bytes, held=loc.held)
+            loc.pending, loc.pending_bytes, loc.held = [], 0, 0
             if loc.waiters:
                 loc.error = loc.error or Unavailable("the location was dropped before its commit ended")
                 report = loc.report()

@@ -1,7 +1,8 @@
 """The worker's data plane, one job per module; ``services/worker.py`` only wires them.
 
 identity       this worker's id and incarnation; refuses requests naming another incarnation
-locations      which ``PartitionActor`` owns each location; sealing a shuffle at commit; removal
+locations      which ``PartitionActor`` owns each location, charged to the memory limiter; sealing a
+               shuffle at commit; removal
 reservations   the locations the master placed here (RESERVE); PUSH and REPLICATE are checked against them
 push           PUSH and REPLICATE: parse, check placement and digests, admit against the memory limiter,
                deliver, replicate

@@ -7,20 +7,26 @@ State (behind one lock, shared by the push, replicate, control and fetch server 
 
 Delivery and removal take the same lock, so an ``Append`` told before a ``Drop`` reaches
 its actor before that ``Drop`` does, and nothing is delivered to a removed location.
+
+Every live location holds ``LOCATION_BYTES`` of the worker's ``MemoryLimiter`` (held
+state), taken with the push that creates it and given back when it is removed (DESTROY,
+orphan sweep): a push whose new locations would pass the held share is refused whole,
+and creates none.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pykka
 
 from croupier.actors.partition_actor import Append, Batches, Drop, PartitionActor, shard_of
-from croupier.core.errors import StaleLocation
+from croupier.core.errors import Congested, StaleLocation
 from croupier.storage.store import LocationKey
+from croupier.transports.limiter import LOCATION_BYTES, MemoryLimiter
 
 __all__ = ["Locations", "Owner"]
 
@@ -30,9 +36,15 @@ Owner = pykka.ActorRef[PartitionActor]
 class Locations:
     """Which actor owns each location. With ``shards`` > 0 (see ``open``) a fixed set of
     actors owns the locations by key hash; with 0 every location gets an actor of its own,
-    started on first use."""
+    started on first use.
 
-    def __init__(self) -> None:
+    Parameters:
+        limiter: the worker's memory budget: ``admit_all`` takes a push's bytes from it, and
+            ``LOCATION_BYTES`` per live location.
+    """
+
+    def __init__(self, limiter: MemoryLimiter) -> None:
+        self._limiter = limiter
         self._lock = threading.Lock()
         self._start: Callable[[], Owner] | None = None
         self._shards: list[Owner] = []
@@ -52,37 +64,62 @@ class Locations:
             return self._owners.get(key)
 
     def admit(self, key: LocationKey) -> Owner:
-        """The owner of ``key``, made a live location if it is not one yet.
+        """The owner of ``key``, made a live location if it is not one yet (charged).
 
         Raises:
             StaleLocation: the location's shuffle started committing here.
+            Congested: the location would pass the held share of the memory budget.
+        """
+        if not self.admit_all([key], 0):
+            raise Congested(f"no room for the state of {key.name}")
+        with self._lock:
+            return self._owners[key]
+
+    def admit_all(
+        self, keys: Iterable[LocationKey], nbytes: int, *, held: int = 0, replicate: bool = False
+    ) -> bool:
+        """Make ``keys`` live locations and take ``nbytes`` of buffered data, ``held`` bytes of
+        held state and ``LOCATION_BYTES`` per new location from the limiter, or nothing:
+        whether it did (False: the worker is congested, no location was made).
+
+        Raises:
+            StaleLocation: a location's shuffle started committing here.
         """
         with self._lock:
-            if (key.app_id, key.shuffle_id) in self._committing:
-                raise StaleLocation(
-                    f"shuffle {key.app_id}/{key.shuffle_id} is committed here; {key.name} takes no more data"
-                )
-            ref = self._owners.get(key)
-            if ref is not None:
-                return ref
-            if self._shards:
-                ref = self._shards[shard_of(key, len(self._shards))]
-            else:
-                assert self._start is not None, "the worker is not started"
-                ref = self._start()
-            self._owners[key] = ref
-            return ref
+            new = []
+            for key in keys:
+                if key not in self._owners:
+                    new.append(key)
+                if self._committing and (key.app_id, key.shuffle_id) in self._committing:
+                    raise StaleLocation(
+                        f"shuffle {key.app_id}/{key.shuffle_id} is committed here;"
+                        f" {key.name} takes no more data"
+                    )
+            if not self._limiter.try_acquire(
+                nbytes, replicate=replicate, held=held + len(new) * LOCATION_BYTES, grow=bool(new)
+            ):
+                return False
+            for key in new:
+                self._owners[key] = self._owner_for(key)
+            return True
 
-    def deliver(self, groups: list[tuple[LocationKey, Batches, int]]) -> int:
-        """Tell each owner its locations' batches, in one ``Append``; returns the bytes of
-        locations destroyed since they were admitted (nobody will read them)."""
-        unwanted = 0
+    def _owner_for(self, key: LocationKey) -> Owner:
+        # lock held
+        if self._shards:
+            return self._shards[shard_of(key, len(self._shards))]
+        assert self._start is not None, "the worker is not started"
+        return self._start()
+
+    def deliver(self, groups: list[tuple[LocationKey, Batches, int]]) -> list[LocationKey]:
+        """Tell each owner its locations' batches, in one ``Append``; returns the locations
+        destroyed since they were admitted (nobody will read them: their bytes go back)."""
+        unwanted: list[LocationKey] = []
         with self._lock:  # ordered against the Drop of ``remove``
             owners: dict[Owner, list[tuple[LocationKey, Batches, int]]] = {}
             for group in groups:
                 owner = self._owners.get(group[0])
                 if owner is None:
-                    unwanted += group[2]
+                    unwanted.append(group[0])
                 else:
                     owners.setdefault(owner, []).append(group)
             for owner, mine in owners.items():
@@ -113,6 +150,7 @@ class Locations:
                         owner.stop(block=False)
             for k in keys:
                 del self._owners[k]
+            self._limiter.release(0, held=len(keys) * LOCATION_BYTES)
         return done
 
     def _by_owner(self, keys: list[LocationKey]) -> dict[Owner, list[LocationKey]]:
@@ -130,6 +168,7 @@ class Locations:
         """Every actor, forgetting every location (at stop)."""
         with self._lock:
             refs = list({id(r): r for r in [*self._shards, *self._owners.values()]}.values())
+            self._limiter.release(0, held=len(self._owners) * LOCATION_BYTES)
             self._owners.clear()
             self._shards = []
             self._start = None

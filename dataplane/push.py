@@ -3,10 +3,13 @@
 A request is parsed and checked (frames against its batch list, then its incarnation,
 then that the master placed every one of its locations here as this copy (``Reservations``),
 then, for a PUSH, that its app is not throttled (``AppThrottle``), then every batch's
-digest), its locations are admitted, its bytes are taken from the
-``MemoryLimiter`` (or the request is ``CONGESTED``), and its batches are told to the
-locations' actors. A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and
-acknowledged only when the replica answered: both copies are in memory (write-ahead memory
+digest), then its bytes, the held state of the locations it creates
+(``LOCATION_BYTES`` each) and of its seals (``SEAL_BYTES`` each) are taken from the
+``MemoryLimiter`` and its locations admitted, all or nothing (or the request is
+``CONGESTED`` and creates nothing), and its batches are told to the locations' actors.
+The seals' held bytes go back when their location is dropped (``PartitionActor``).
+A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and acknowledged
+only when the replica answered: both copies are in memory (write-ahead memory
 replication, DESIGN §7).
 
 No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
@@ -15,7 +18,7 @@ replicate server thread, and the replica's answer on the replicator's thread.
 
 from __future__ import annotations
 
-from croupier.core.batch import BATCH_HEADER, BatchHeader
+from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate
 from croupier.core.enums import CopyRole
@@ -29,7 +32,7 @@ from croupier.dataplane.throttle import AppThrottle
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
 from croupier.transports.digest import digest_ok
-from croupier.transports.limiter import MemoryLimiter
+from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
 
 __all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
@@ -150,19 +153,25 @@ class PushHandler:
     def _accept(self, app_id: str, shuffle_id: int, role: str, batches: Parsed, total: int) -> None:
         groups: dict[LocationKey, list[tuple[BatchHeader, memoryview, memoryview]]] = {}
         sizes: dict[LocationKey, int] = {}
+        seals = 0
         for (partition, epoch), header, view, data in batches:
             key = LocationKey(app_id, shuffle_id, partition, epoch, role)
             groups.setdefault(key, []).append((header, view, data))
             sizes[key] = sizes.get(key, 0) + BATCH_HEADER.size + len(data)
-        for key in groups:
-            self._locations.admit(key)
-        if not self._limiter.try_acquire(total, replicate=role == CopyRole.REPLICA):
+            seals += header.flags & FLAG_SEAL
+        # the new locations' state and the seals' are held until the shuffle is destroyed
+        held = seals * SEAL_BYTES
+        if not self._locations.admit_all(groups, total, held=held, replicate=role == CopyRole.REPLICA):
             raise Congested(
                 f"worker {self._identity.worker_id} holds {self._limiter.used} of {self._limiter.cap}"
-                " buffered bytes; retry later"
+                f" bytes ({self._limiter.held} in the state of its locations); retry later"
             )
         unwanted = self._locations.deliver([(key, items, sizes[key]) for key, items in groups.items()])
-        self._limiter.release(unwanted)
+        if unwanted:
+            self._limiter.release(
+                sum(sizes[key] for key in unwanted),
+                held=SEAL_BYTES * sum(h.flags & FLAG_SEAL for key in unwanted for h, _, _ in groups[key]),
+            )
 
 
 def _answer(replica: ReplicaTarget, responder: Responder) -> Callback:

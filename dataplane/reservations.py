@@ -11,10 +11,12 @@ sweep uses it). Written by the control server thread (``reserve``, ``forget``), 
 the push and replicate server threads (``check_push``, ``check_replicate``).
 
 Kept in memory only: a restarted worker has a new incarnation, and every push naming the
-old one is refused anyway. Bounded by count, not by the memory limiter (which paces push
-buffers): at most ``cap`` entries, a shuffle and each revived location counting one. A
-``RESERVE`` past the cap is ``CONGESTED``; the master then replies without this worker's
-ack, its pushes are refused here as ``STALE_LOCATION`` and the writers revive elsewhere.
+old one is refused anyway. Bounded by count and by the memory limiter: at most ``cap``
+entries, a shuffle and each revived location counting one; each entry, and each of a
+shuffle's pairs that names this worker, holds ``RESERVATION_BYTES`` of the limiter until
+it is forgotten. A ``RESERVE`` past either is
+``CONGESTED``; the master then replies without this worker's ack, its pushes are refused
+here as ``STALE_LOCATION`` and the writers revive elsewhere.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from croupier.core.dataplane import Reserve
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Congested, StaleLocation
 from croupier.dataplane.identity import Identity
+from croupier.transports.limiter import RESERVATION_BYTES, MemoryLimiter
 
 __all__ = ["MAX_RESERVATIONS", "Reservations"]
 
-MAX_RESERVATIONS = 100_000  # entries: a few hundred bytes each, so tens of MB at most
+MAX_RESERVATIONS = 100_000  # entries, RESERVATION_BYTES each
 
 Pair = tuple[str, str | None]
 ShuffleKey = tuple[str, int]
@@ -56,11 +59,15 @@ class Reservations:
     """Parameters:
     identity: this worker; a ``RESERVE`` for another incarnation is refused.
     cap: the most entries held (a shuffle and each revived location count one).
+    limiter: charged ``RESERVATION_BYTES`` per entry (None: a budget of its own, unbounded).
     """
 
-    def __init__(self, identity: Identity, *, cap: int = MAX_RESERVATIONS) -> None:
+    def __init__(
+        self, identity: Identity, *, cap: int = MAX_RESERVATIONS, limiter: MemoryLimiter | None = None
+    ) -> None:
         self._identity = identity
         self._cap = cap
+        self._limiter = limiter if limiter is not None else MemoryLimiter(1 << 62)
         self._lock = threading.Lock()
         self._shuffles: dict[ShuffleKey, _Placed] = {}
         self._entries = 0
@@ -72,7 +79,7 @@ class Reservations:
         Raises:
             StaleLocation: ``r`` was placed on another incarnation of this worker.
             BadRequest: the shuffle is held here with another size or replication.
-            Congested: holding it would pass the cap.
+            Congested: holding it would pass the cap, or the held share of the memory budget.
         """
         self._identity.check(r.incarnation)
         me = self._identity.worker_id
@@ -95,6 +102,7 @@ class Reservations:
                 raise Congested(
                     f"worker {me} holds {self._entries} reservations, the most it keeps is {self._cap}"
                 )
+            self._charge(new + (len(mine) - (len(placed.mine) if placed else 0) if r.pairs else 0))
             if placed is None:
                 placed = self._shuffles[key] = _Placed(r.num_partitions, r.replicate, 0)
             self._seq += 1
@@ -104,6 +112,20 @@ class Reservations:
             placed.revived.update(revived)
             self._entries += new
             return len(self._shuffles)
+
+    def _charge(self, entries: int) -> None:
+        """Hold ``entries`` more reservations' bytes (fewer: give them back).
+
+        Raises:
+            Congested: they would pass the held share of the memory budget.
+        """
+        if entries < 0:
+            self._limiter.release(0, held=-entries * RESERVATION_BYTES)
+        elif entries and not self._limiter.try_hold(entries * RESERVATION_BYTES):
+            raise Congested(
+                f"worker {self._identity.worker_id} holds {self._limiter.held} bytes of location and"
+                f" reservation state, the most it keeps is {self._limiter.held_cap}"
+            )
 
     def check_push(
         self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...], replica: str | None
@@ -163,7 +185,7 @@ class Reservations:
         """Drop the reservations of a shuffle (or of every shuffle of an app)."""
         with self._lock:
             for key in [k for k in self._shuffles if k[0] == app_id and shuffle_id in (None, k[1])]:
-                self._entries -= 1 + len(self._shuffles.pop(key).revived)
+                self._drop(key)
 
     def forget_unless_since(self, key: ShuffleKey, seq: int) -> bool:
         """Drop ``key``'s reservations unless a ``RESERVE`` for it came after ``seq``; whether
@@ -173,8 +195,14 @@ class Reservations:
             if placed is not None and placed.seq > seq:
                 return False
             if placed is not None:
-                self._entries -= 1 + len(self._shuffles.pop(key).revived)
+                self._drop(key)
             return True
+
+    def _drop(self, key: ShuffleKey) -> None:
+        # lock held
+        placed = self._shuffles.pop(key)
+        self._entries -= 1 + len(placed.revived)
+        self._limiter.release(0, held=(1 + len(placed.revived) + len(placed.mine)) * RESERVATION_BYTES)
 
     @property
     def seq(self) -> int:

@@ -105,8 +105,8 @@ class WorkerService(Service):
             if cfg.throttle_window > 0
             else None
         )
-        self._locations = Locations()
-        self._reservations = Reservations(Identity(self.worker_id, self.incarnation))
+        self._locations = Locations(self.limiter)
+        self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []

@@ -76,6 +76,11 @@ class IndexBuilder:
             self._batches += 1
 
     @property
+    def seal_count(self) -> int:
+        """Distinct seals added so far."""
+        return len(self._seals)
+
+    @property
     def size(self) -> int:
         """Bytes added so far."""
         return self._start + self._len

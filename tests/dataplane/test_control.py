@@ -34,6 +34,7 @@ from croupier.dataplane.reservations import Reservations
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, RpcClient, RpcServer
 from tests.storage.helpers import append, batch, key, seal
 
@@ -79,7 +80,7 @@ def committed_file(store: MemoryPartitionStore, k: LocationKey) -> None:
 def control() -> Iterator[Control]:
     store = MemoryPartitionStore()
     gate, dropping = threading.Event(), threading.Event()
-    locations = Locations()
+    locations = Locations(MemoryLimiter(1 << 30))
     locations.open(1, lambda: SlowOwner.start(gate, dropping))
     reservations = Reservations(Identity("worker-1", "inc-1"))
     handler = ControlHandler(locations, reservations, store, "inc-1", lambda: INFO)

@@ -7,6 +7,7 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.reservations import Reservations
+from croupier.transports.limiter import MemoryLimiter
 
 ME = Identity("w1", "inc-1")
 
@@ -19,7 +20,8 @@ def test_pages_go_round_every_key_held() -> None:
     r = Reservations(ME)
     for sid in range(3):
         reserve(r, "a", sid)
-    sweep = OrphanSweep(r, Locations(), [("b", 7), ("a", 1)], lambda a, s: None, page_size=2)
+    locations = Locations(MemoryLimiter(1 << 30))
+    sweep = OrphanSweep(r, locations, [("b", 7), ("a", 1)], lambda a, s: None, page_size=2)
     pages = [sweep.page()[1] for _ in range(3)]
     assert pages == [(("a", 0), ("a", 1)), (("a", 2), ("b", 7)), (("a", 0), ("a", 1))]
 
@@ -29,7 +31,8 @@ def test_only_unknown_keys_of_the_page_not_reserved_since_are_dropped() -> None:
     reserve(r, "a", 1)
     reserve(r, "a", 2)
     dropped: list[tuple[str, int]] = []
-    sweep = OrphanSweep(r, Locations(), [("gone", 0)], lambda a, s: dropped.append((a, s)))
+    locations = Locations(MemoryLimiter(1 << 30))
+    sweep = OrphanSweep(r, locations, [("gone", 0)], lambda a, s: dropped.append((a, s)))
     seq, page = sweep.page()
     assert page == (("a", 1), ("a", 2), ("gone", 0))
     reserve(r, "a", 2)  # placed again (same id) after the listing, before the answer

@@ -8,6 +8,7 @@ from croupier.core.dataplane import Reserve
 from croupier.core.errors import BadRequest, Congested, StaleLocation
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.reservations import Reservations
+from croupier.transports.limiter import MemoryLimiter
 
 ME = Identity("w1", "inc-1")
 # partition p at epoch 0 is on PAIRS[p % 3]: w1 is primary of 0, 3, 6, ... and replica of 2, 5, ...
@@ -83,3 +84,22 @@ def test_a_shuffle_reserved_after_a_listing_is_not_forgotten_as_an_orphan() -> N
     assert r.forget_unless_since(("app", 2), seq) is False
     assert r.forget_unless_since(("app", 9), seq) is True  # held only on disk: may go
     assert r.keys() == {("app", 2)}
+
+
+def test_reservations_hold_memory_until_forgotten_and_are_refused_past_the_held_share() -> None:
+    limiter = MemoryLimiter(10 * 1024)  # held share: 5 KiB, five entries of 1 KiB
+    r = Reservations(ME, limiter=limiter)
+    r.reserve(shuffle())  # the shuffle and its two pairs naming w1
+    assert limiter.held == limiter.used == 3 * 1024
+    r.reserve(shuffle())  # again: nothing more
+    r.reserve(shuffle(pairs=(), revived=((1, 1, "w1", "w2"),)))
+    assert limiter.held == 4 * 1024
+    with pytest.raises(Congested):
+        r.reserve(shuffle(shuffle_id=2))  # 7 KiB
+    assert r.keys() == {("app", 1)}
+    r.forget_unless_since(("app", 1), r.seq)  # as the orphan sweep does
+    assert limiter.held == limiter.used == 0
+    r.reserve(shuffle(shuffle_id=2, pairs=(("w1", "w2"),)))
+    assert limiter.held == 2 * 1024
+    r.forget("app", None)
+    assert limiter.held == 0

@@ -54,7 +54,7 @@ def worker() -> Iterator[Worker]:
     store = MemoryPartitionStore()
     limiter = MemoryLimiter(10_000_000)
     flusher = FlusherActor.start(0, limiter)
-    locations = Locations()
+    locations = Locations(limiter)
     locations.open(1, lambda: PartitionActor.start(store, [flusher], limiter))
     replicator = AsyncRpcClient(timeout=10)
     replicator.start()
