@@ -17,8 +17,10 @@ State (everything here is rebuilt by folding the log; nothing else is):
     term, leader, seq   the last LeaderChanged, and the log position folded so far
 
 ``ShuffleInfo.derived`` is not state: caches computed from the fields above (one
-bytes object per distinct bitmap, and each partition's declaring maps once the
-winners are final), never logged or snapshotted, rebuilt on demand after a replay.
+bytes object per distinct bitmap, the winners as runs for the locations replies, and
+each partition's declaring maps once the winners are final), never logged or
+snapshotted, rebuilt on demand after a replay. The runs are a function of the winners
+alone, so a snapshot's fresh state answers exactly as the state it was taken from.
 """
 
 from __future__ import annotations
@@ -149,11 +151,67 @@ Winner = tuple[int, int, bytes | None]
 Ranges = tuple[tuple[int, int], ...]
 
 
+Run = tuple[int, int, int]
+
+
+class WinnerRunCache:
+    """The winners as maximal runs ``(lo, hi, attempt)``, kept as MapperEnded folds in.
+
+    A map that extends the last run, or starts a run after it (maps ending in order),
+    costs O(1). Others wait in ``pending`` and are merged into the runs (one linear
+    pass) when a reply asks, or once they outnumber the runs: O(log) amortised per map,
+    whatever the order, and a reply costs O(runs + maps ended since the last one).
+    """
+
+    __slots__ = ("_frozen", "_pending", "_runs")
+
+    def __init__(self) -> None:
+        self._runs: list[Run] = []
+        self._pending: list[tuple[int, int]] = []
+        self._frozen: tuple[Run, ...] | None = ()
+
+    def add(self, map_id: int, attempt: int) -> None:
+        """Record a winner (a map not recorded yet)."""
+        self._frozen = None
+        runs = self._runs
+        if not self._pending and (not runs or runs[-1][1] <= map_id):
+            if runs and runs[-1][1] == map_id and runs[-1][2] == attempt:
+                runs[-1] = (runs[-1][0], map_id + 1, attempt)
+            else:
+                runs.append((map_id, map_id + 1, attempt))
+            return
+        self._pending.append((map_id, attempt))
+        if len(self._pending) >= max(1024, len(runs)):
+            self._merge()
+
+    def runs(self) -> tuple[Run, ...]:
+        """Every run, sorted (the same tuple object until a winner is added)."""
+        if self._frozen is None:
+            self._merge()
+            self._frozen = tuple(self._runs)
+        return self._frozen
+
+    def _merge(self) -> None:
+        if not self._pending:
+            return
+        # two sorted lists of disjoint runs: timsort merges them in one linear pass
+        merged = sorted(self._runs + [(m, m + 1, a) for m, a in sorted(self._pending)])
+        self._pending.clear()
+        out: list[Run] = []
+        for lo, hi, attempt in merged:
+            if out and out[-1][1] == lo and out[-1][2] == attempt:
+                out[-1] = (out[-1][0], hi, attempt)
+            else:
+                out.append((lo, hi, attempt))
+        self._runs = out
+
+
 @dataclass(slots=True)
 class Derived:
     """Caches derived from a shuffle's durable fields (see the module docstring)."""
 
     bitmaps: dict[bytes, bytes] = field(default_factory=dict)  # one shared object per distinct bitmap
+    winner_runs: WinnerRunCache = field(default_factory=WinnerRunCache)  # the winners as runs
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
 
@@ -195,6 +253,11 @@ class ShuffleInfo:
             elif len(self.derived.bitmaps) < _SHARED_BITMAPS:  # bounded: random bitmaps rarely repeat
                 self.derived.bitmaps[bitmap] = bitmap
         self.winners[map_id] = (attempt, touched, bitmap)
+        self.derived.winner_runs.add(map_id, attempt)
+
+    def winner_runs(self) -> tuple[Run, ...]:
+        """The winners as sorted maximal ``(lo, hi, attempt)`` runs (no O(num_mappers) work)."""
+        return self.derived.winner_runs.runs()
 
     def declared_maps(self, partition: int) -> Ranges | None:
         """Ranges of the winning maps that declared ``partition``; None while some winner has
