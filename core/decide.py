@@ -93,7 +93,7 @@ from croupier.core.replies import (
 )
 from croupier.core.state import Location, MasterState, ShuffleInfo, WorkerInfo
 
-__all__ = ["Decision", "decide", "locations_reply", "shuffle_reply", "status_reply"]
+__all__ = ["Decision", "decide", "locations_batch_reply", "locations_reply", "shuffle_reply", "status_reply"]
 
 Decision = tuple[Reply, list[Event]]
 FailedCopies = dict[int, list[tuple[int, str]]]

@@ -30,7 +30,7 @@ import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from croupier.core.bitmap import decode_bitmap, encode_bitmap, ranges, validate_bitmap
 from croupier.core.codec import from_json, to_json
@@ -67,6 +67,8 @@ __all__ = [
     "WorkerInfo",
     "apply",
 ]
+
+V = TypeVar("V")
 
 # short names for the statuses ``apply`` sets
 LOST = WorkerStatus.LOST
@@ -152,58 +154,72 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 Run = tuple[int, int, int]
+_BITMAP_RUNS = 1 << 16  # beyond this many runs of equal bitmaps, ``maps`` scans the winners
 
 
-class WinnerRunCache:
-    """The winners as maximal runs ``(lo, hi, attempt)``, kept as MapperEnded folds in.
+class RunCache(Generic[V]):
+    """Values of map ids as maximal runs ``(lo, hi, value)`` (equal values merge), kept
+    as MapperEnded folds in.
 
     A map that extends the last run, or starts a run after it (maps ending in order),
     costs O(1). Others wait in ``pending`` and are merged into the runs (one linear
-    pass) when a reply asks, or once they outnumber the runs: O(log) amortised per map,
-    whatever the order, and a reply costs O(runs + maps ended since the last one).
+    pass) when asked, or once they outnumber the runs: O(log) amortised per map,
+    whatever the order, and asking costs O(runs + maps added since). With ``cap``,
+    the cache gives up (``runs()`` is None for good) once it holds more runs than that.
     """
 
-    __slots__ = ("_frozen", "_pending", "_runs")
+    __slots__ = ("_cap", "_frozen", "_pending", "_runs")
 
-    def __init__(self) -> None:
-        self._runs: list[Run] = []
-        self._pending: list[tuple[int, int]] = []
-        self._frozen: tuple[Run, ...] | None = ()
+    def __init__(self, cap: int | None = None) -> None:
+        self._cap = cap
+        self._runs: list[tuple[int, int, V]] | None = []
+        self._pending: list[tuple[int, V]] = []
+        self._frozen: tuple[tuple[int, int, V], ...] | None = ()
 
-    def add(self, map_id: int, attempt: int) -> None:
-        """Record a winner (a map not recorded yet)."""
-        self._frozen = None
+    def add(self, map_id: int, value: V) -> None:
+        """Record the value of a map not recorded yet."""
         runs = self._runs
-        if not self._pending and (not runs or runs[-1][1] <= map_id):
-            if runs and runs[-1][1] == map_id and runs[-1][2] == attempt:
-                runs[-1] = (runs[-1][0], map_id + 1, attempt)
-            else:
-                runs.append((map_id, map_id + 1, attempt))
+        if runs is None:
             return
-        self._pending.append((map_id, attempt))
+        self._frozen = None
+        if not self._pending and (not runs or runs[-1][1] <= map_id):
+            if runs and runs[-1][1] == map_id and runs[-1][2] == value:
+                runs[-1] = (runs[-1][0], map_id + 1, value)
+            else:
+                runs.append((map_id, map_id + 1, value))
+                self._check_cap(runs)
+            return
+        self._pending.append((map_id, value))
         if len(self._pending) >= max(1024, len(runs)):
-            self._merge()
+            self._merge(runs)
 
-    def runs(self) -> tuple[Run, ...]:
-        """Every run, sorted (the same tuple object until a winner is added)."""
-        if self._frozen is None:
-            self._merge()
-            self._frozen = tuple(self._runs)
-        return self._frozen
+    def runs(self) -> tuple[tuple[int, int, V], ...] | None:
+        """Every run, sorted (the same tuple object until a map is added); None once over the cap."""
+        if self._frozen is None and self._runs is not None:
+            self._merge(self._runs)
+            if self._runs is not None:
+                self._frozen = tuple(self._runs)
+        return self._frozen if self._runs is not None else None
 
-    def _merge(self) -> None:
+    def _check_cap(self, runs: list[tuple[int, int, V]]) -> None:
+        if self._cap is not None and len(runs) > self._cap:
+            self._runs, self._pending, self._frozen = None, [], None
+
+    def _merge(self, runs: list[tuple[int, int, V]]) -> None:
         if not self._pending:
             return
-        # two sorted lists of disjoint runs: timsort merges them in one linear pass
-        merged = sorted(self._runs + [(m, m + 1, a) for m, a in sorted(self._pending)])
+        # two sorted lists of disjoint runs (map ids are unique, so values are never
+        # compared): timsort merges them in one linear pass
+        added = [(m, m + 1, v) for m, v in sorted(self._pending, key=lambda p: p[0])]
         self._pending.clear()
-        out: list[Run] = []
-        for lo, hi, attempt in merged:
-            if out and out[-1][1] == lo and out[-1][2] == attempt:
-                out[-1] = (out[-1][0], hi, attempt)
+        out: list[tuple[int, int, V]] = []
+        for lo, hi, value in sorted(runs + added, key=lambda r: r[0]):
+            if out and out[-1][1] == lo and out[-1][2] == value:
+                out[-1] = (out[-1][0], hi, value)
             else:
-                out.append((lo, hi, attempt))
+                out.append((lo, hi, value))
         self._runs = out
+        self._check_cap(out)
 
 
 @dataclass(slots=True)
@@ -211,7 +227,9 @@ class Derived:
     """Caches derived from a shuffle's durable fields (see the module docstring)."""
 
     bitmaps: dict[bytes, bytes] = field(default_factory=dict)  # one shared object per distinct bitmap
-    winner_runs: WinnerRunCache = field(default_factory=WinnerRunCache)  # the winners as runs
+    winner_runs: RunCache[int] = field(default_factory=RunCache)  # the winning attempts as runs
+    # the declared bitmaps as runs of equal ones (dense shuffles share few): ``maps`` in O(runs)
+    bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS))
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
 
@@ -254,10 +272,13 @@ class ShuffleInfo:
                 self.derived.bitmaps[bitmap] = bitmap
         self.winners[map_id] = (attempt, touched, bitmap)
         self.derived.winner_runs.add(map_id, attempt)
+        self.derived.bitmap_runs.add(map_id, bitmap)
 
     def winner_runs(self) -> tuple[Run, ...]:
         """The winners as sorted maximal ``(lo, hi, attempt)`` runs (no O(num_mappers) work)."""
-        return self.derived.winner_runs.runs()
+        runs = self.derived.winner_runs.runs()
+        assert runs is not None  # no cap
+        return runs
 
     def declared_maps(self, partition: int) -> Ranges | None:
         """Ranges of the winning maps that declared ``partition``; None while some winner has
@@ -271,8 +292,21 @@ class ShuffleInfo:
         return answer
 
     def _declaring(self, partition: int) -> Ranges | None:
-        # O(num_mappers): one byte test per winner (bitmaps were checked to be full length)
         byte, mask = partition >> 3, 1 << (partition & 7)
+        runs = self.derived.bitmap_runs.runs()
+        if runs is not None:  # O(runs of equal bitmaps): one byte test per run
+            declared_runs: list[tuple[int, int]] = []
+            for lo, hi, bitmap in runs:
+                if bitmap is None:
+                    return None
+                if bitmap[byte] & mask:
+                    if declared_runs and declared_runs[-1][1] == lo:
+                        declared_runs[-1] = (declared_runs[-1][0], hi)
+                    else:
+                        declared_runs.append((lo, hi))
+            return tuple(declared_runs)
+        # too many distinct bitmaps: O(num_mappers), one byte test per winner (bitmaps were
+        # checked to be full length)
         get = self.winners.get
         declared: list[int] = []
         for m in range(self.num_mappers):
