@@ -35,12 +35,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap, from_partitions
+from croupier.core.commands import encode_command
 from croupier.core.decide import decide
 from croupier.core.events import encode_event
 from croupier.core.state import MasterState, apply
-from croupier.core.wire import encode_body
+from croupier.core.wire import Header, Kind, MsgType, encode_body
 from croupier.ha.filelog import FileEventLog
 from croupier.tools.proc import cpu_seconds
 from croupier.transports.master_client import MasterClient
@@ -102,17 +105,52 @@ def write_data_dir(directory: Path, maps: int, partitions: int) -> None:
         log.close()
 
 
-def _timed(client: MasterClient, pid: int, cmd: c.Command, calls: int) -> dict[str, float | int]:
+class _RawClient:
+    """One DEALER socket that sends a command and returns the reply body's size, undecoded
+    (clients refuse bodies over 16 MiB, which a master before issue 13 sent here)."""
+
+    def __init__(self, url: str) -> None:
+        self._context = zmq.Context()
+        self._sock = self._context.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(url)
+        self._next = 0
+
+    def call(self, cmd: c.Command, timeout: float) -> int:
+        """Bytes of the reply body to ``cmd``.
+
+        Raises:
+            RuntimeError: no reply within ``timeout`` seconds, or an error status.
+        """
+        self._next += 1
+        msg_type, body = encode_command(cmd)
+        self._sock.send_multipart(
+            [Header(Kind.REQUEST, MsgType(msg_type), self._next).encode(), encode_body(body)]
+        )
+        if not self._sock.poll(int(timeout * 1000), zmq.POLLIN):
+            raise RuntimeError(f"no reply to {type(cmd).__name__} within {timeout} s")
+        frames = self._sock.recv_multipart(copy=False)
+        got = Header.decode(frames[0].buffer)
+        if got.status != 0 or got.request_id != self._next:
+            raise RuntimeError(f"{type(cmd).__name__}: status {got.status}, request {got.request_id}")
+        return len(frames[1].buffer)
+
+    def close(self) -> None:
+        self._sock.close()
+        self._context.term()
+
+
+def _timed(client: _RawClient, pid: int, cmd: c.Command, calls: int) -> dict[str, float | int]:
     """One call (cold), then ``calls`` more: reply bytes, master CPU and client wall time."""
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
-    body = client.call(cmd, timeout=600)
+    size = client.call(cmd, 600)
     first_cpu, first_wall = cpu_seconds(pid) - cpu0, time.perf_counter() - t0
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
     for _ in range(calls):
-        client.call(cmd, timeout=600)
+        client.call(cmd, 600)
     n = max(1, calls)
     return {
-        "bytes": len(encode_body(body)),
+        "bytes": size,
         "first_cpu_s": round(first_cpu, 3),
         "first_wall_s": round(first_wall, 3),
         "cpu_s": round((cpu_seconds(pid) - cpu0) / n, 4),
@@ -139,13 +177,17 @@ def measure(maps: int, partitions: int, calls: int, python: str) -> dict[str, An
                 summary = client.call(c.GetShuffle(APP, 0), timeout=900)
                 result["load_s"] = round(time.perf_counter() - t0, 1)
                 assert summary["mappers_ended"] == maps, summary["mappers_ended"]
+            raw = _RawClient(url)
+            try:
                 every = tuple(range(partitions))
                 for name, cmd in (
                     ("get_locations", c.GetLocations(APP, 0, 0)),
                     ("get_locations_batch", c.GetLocationsBatch(APP, 0, every)),
                     ("get_shuffle", c.GetShuffle(APP, 0)),
                 ):
-                    result[name] = _timed(client, proc.pid, cmd, calls)
+                    result[name] = _timed(raw, proc.pid, cmd, calls)
+            finally:
+                raw.close()
         finally:
             proc.terminate()
             proc.wait(timeout=120)
