@@ -3,13 +3,13 @@
 Usage::
 
     python -m croupier.tools.locations_size [--maps 10000000] [--partitions 4] \\
-        [--calls 10] [--python PATH]
+        [--calls 10] [--python PATH ...]
 
 Writes a data directory whose snapshot holds one shuffle of ``--maps`` maps, all ended
 (winning attempt 0, but for a few maps that won with attempt 1 and declared one partition
 only), starts a real ``croupier master`` on it (``--python``: the interpreter to run it
-with, e.g. another checkout's venv, to measure an older master on the same data), and
-prints one JSON object:
+with, e.g. another checkout's venv, to measure an older master on the same data; repeat
+it to measure several in one run), and prints one JSON object per interpreter:
 
 - ``load_s``: from starting the master to its first answer;
 - per call (``get_locations``, ``get_locations_batch`` of every partition, ``get_shuffle``):
@@ -202,9 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--maps", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--python", default=sys.executable, help="interpreter that runs the master")
+    parser.add_argument(
+        "--python",
+        action="append",
+        help="interpreter that runs the master (repeat it to compare checkouts; default: this one)",
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.maps, args.partitions, args.calls, args.python)), flush=True)
+    for python in args.python or [sys.executable]:
+        print(json.dumps(measure(args.maps, args.partitions, args.calls, python)), flush=True)
     return 0
 
 
