@@ -210,3 +210,48 @@ def test_summaries_do_not_list_maps() -> None:
     assert isinstance(summary, ShuffleSummary) and summary.mappers_ended == 0
     status = decide(state, c.Status(), 0.0, random.Random(0))[0]
     assert isinstance(status, StatusReply) and len(status.shuffles) == 1
+
+
+class _Untouchable(dict[int, tuple[int, int, bytes | None]]):
+    """A winners dict that allows a few single lookups and no walk: a reply must not read the
+    winners map by map."""
+
+    lookups = 0
+
+    def _count(self, key: int, default: object = None) -> object:
+        type(self).lookups += 1
+        assert type(self).lookups < 100, "a reply read the winners map by map (O(num_mappers))"
+        return dict.get(self, key, default)
+
+    def _refuse(self, *_: object) -> None:
+        raise AssertionError("a reply walked the winners (O(num_mappers))")
+
+    get = _count  # type: ignore[assignment]
+    __iter__ = items = values = keys = _refuse  # type: ignore[assignment]
+
+
+def test_replies_never_walk_the_winners_map_by_map() -> None:
+    """Regression (issue 13): every reply built one entry per map, and the first ``maps`` of
+    each partition tested every winner's bitmap; now both come from runs kept by the fold."""
+    n = 50_000
+    state = shuffle_state(n)
+    for m in range(n - 1):
+        end(state, m, 1 if m == 7 else 0, bits(4, 0, 1, 2, 3) if m % 1000 else bits(4, 2))
+    info = state.shuffle("app", 0)
+    assert info is not None
+    info.winners = _Untouchable(info.winners)
+    rng = random.Random(0)
+    before = [c.GetLocations("app", 0, 2), c.RevivePartition("app", 0, 1, epoch=0)]
+    after = [c.GetLocationsBatch("app", 0, (0, 1, 2, 3)), c.GetLocations("app", 0, 2), c.GetShuffle("app", 0)]
+    for cmd in [*before, c.MapperEnd("app", 0, n - 1, 0, 4, bits(4, 0, 1, 2, 3)), *after, c.Status()]:
+        reply, events = decide(state, cmd, 0.0, rng)
+        for event in events:
+            apply(state, event)
+        assert len(encode_body(to_json(reply))) < 4_000
+    batch = decide(state, after[0], 0.0, rng)[0]
+    assert isinstance(batch, LocationsBatchReply)
+    assert batch.winner_runs == ((0, 7, 0), (7, 8, 1), (8, n, 0))
+    assert [e.maps for e in batch.partitions][1:3] == [
+        ((1, 1000), *((k * 1000 + 1, k * 1000 + 1000) for k in range(1, 50))),
+        ((0, n),),
+    ]
