@@ -154,7 +154,10 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 Run = tuple[int, int, int]
-_BITMAP_RUNS = 1 << 16  # beyond this many runs of equal bitmaps, ``maps`` scans the winners
+# beyond max(1,024, num_mappers / 16) runs of equal bitmaps (few maps share theirs), the
+# runs are dropped and ``maps`` scans the winners: they would save little and cost memory
+_BITMAP_RUNS_MIN = 1024
+_BITMAP_RUNS_SHARE = 16
 
 
 class RunCache(Generic[V]):
@@ -229,7 +232,7 @@ class Derived:
     bitmaps: dict[bytes, bytes] = field(default_factory=dict)  # one shared object per distinct bitmap
     winner_runs: RunCache[int] = field(default_factory=RunCache)  # the winning attempts as runs
     # the declared bitmaps as runs of equal ones (dense shuffles share few): ``maps`` in O(runs)
-    bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS))
+    bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS_MIN))
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
 
@@ -249,6 +252,10 @@ class ShuffleInfo:
     commit: CommitInfo | None = None
     request_id: str | None = None
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cap = max(_BITMAP_RUNS_MIN, self.num_mappers // _BITMAP_RUNS_SHARE)
+        self.derived.bitmap_runs = RunCache(cap)
 
     def locations(self, partition: int) -> list[Location]:
         """Every epoch of ``partition``, oldest first."""
