@@ -17,8 +17,9 @@ Pure functions on plain values, stdlib only; no state, no threads.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 __all__ = ["Missing", "Verdict", "WinnerRuns", "expand_ranges", "prove", "runs_of"]
@@ -81,8 +82,25 @@ class WinnerRuns:
         return self.num_mappers
 
     def __getitem__(self, m: int) -> int:
+        """Map ``m``'s winning attempt, or -1.
+
+        Raises:
+            IndexError: ``m`` is not in ``0..num_mappers-1`` (as the list would).
+        """
+        if not 0 <= m < self.num_mappers:
+            raise IndexError(f"map {m} is out of range 0..{self.num_mappers - 1}")
         i = bisect_right(self._starts, m) - 1
         return self._attempts[i] if i >= 0 and m < self._his[i] else -1
+
+    def __iter__(self) -> Iterator[int]:
+        """Every map's winner in turn: ``num_mappers`` values (what the runs avoid; for callers
+        that want the list)."""
+        m = 0
+        for lo, hi, attempt in self.runs:
+            yield from itertools.repeat(-1, lo - m)
+            yield from itertools.repeat(attempt, hi - lo)
+            m = hi
+        yield from itertools.repeat(-1, self.num_mappers - m)
 
     def __repr__(self) -> str:
         return f"WinnerRuns({list(self.runs)!r}, {self.num_mappers})"

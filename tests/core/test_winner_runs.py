@@ -50,6 +50,9 @@ def test_runs_kept_in_any_order_round_trip_to_every_maps_winner(
     lookup = WinnerRuns(runs, len(winners))
     assert [lookup[m] for m in range(len(winners))] == [-1 if a is None else a for a in winners]
     assert lookup.ended == len(ended) and len(lookup) == len(winners)
+    assert list(lookup) == [-1 if a is None else a for a in winners]
+    with pytest.raises(IndexError):
+        lookup[len(winners)]
 
 
 def test_maps_ending_in_random_order_merge_past_the_pending_threshold() -> None:
