@@ -88,17 +88,17 @@ from croupier.core.replies import (
     ShuffleSummary,
     StatusReply,
     TakeOverReply,
+    WinnerRunsWire,
     WorkerAddress,
     WorkerHeartbeatReply,
     WorkerRow,
 )
 from croupier.core.state import Location, MasterState, ShuffleInfo, WorkerInfo
 
-__all__ = ["Decision", "decide", "locations_reply", "shuffle_reply", "status_reply"]
+__all__ = ["Decision", "decide", "locations_batch_reply", "locations_reply", "shuffle_reply", "status_reply"]
 
 Decision = tuple[Reply, list[Event]]
 FailedCopies = dict[int, list[tuple[int, str]]]
-_NO_WINNER = (-1, 0, None)
 
 
 def _app(state: MasterState, app_id: str) -> None:
@@ -152,11 +152,10 @@ def locations_batch_reply(
     )
 
 
-def _read_state(info: ShuffleInfo) -> tuple[str, int, int, tuple[int, ...], bool]:
-    """The fields of ``ShuffleReadState``, in order."""
-    # winners[m] = winning attempt of map m, or -1 while it has not ended
-    winners = tuple(info.winners.get(m, _NO_WINNER)[0] for m in range(info.num_mappers))
-    return info.app_id, info.shuffle_id, info.num_mappers, winners, info.commit is not None
+def _read_state(info: ShuffleInfo) -> tuple[str, int, int, WinnerRunsWire, bool]:
+    """The fields of ``ShuffleReadState``, in order: the winners as runs, kept by the state
+    as maps end, so a reply costs O(runs), never O(num_mappers)."""
+    return info.app_id, info.shuffle_id, info.num_mappers, info.winner_runs(), info.commit is not None
 
 
 def _failed_copies(info: ShuffleInfo) -> FailedCopies:
@@ -196,7 +195,9 @@ def _partition_locations(
         ),
         commit is not None and partition in commit.lost_partitions,
         tuple(failed.get(partition, ())),
-        info.declared_maps(partition),
+        # only once every map has ended (readers wait for that): before, it would cost
+        # O(num_mappers) per reply and every later MAPPER_END would change it
+        info.declared_maps(partition) if info.all_ended else None,
         info.lost_maps(partition) or None,
     )
 
@@ -457,7 +458,8 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
             info.registered_at,
             info.incarnations,
         )
-        shadow.winners = info.winners  # read only: the reply's ``maps`` come from the real winners
+        shadow.winners = info.winners  # read only: the reply's winners come from the real ones
+        shadow.derived = info.derived  # and so do their runs and the declared maps' cache
         shadow.revivals = {cmd.partition: [*info.revivals.get(cmd.partition, [])]}
         shadow.revivals[cmd.partition].append(Location(event.epoch, primary, replica, incarnations))
         return locations_reply(state_with(state, shadow), shadow, cmd.partition), [event]

@@ -9,17 +9,101 @@ partition sent data to it. Batches and seals of attempts that did not win never
 count. Without ``maps`` (a master that does not send it) only the maps seen can
 be checked: a map whose every batch and seal was lost goes unnoticed.
 
+The winners come as runs (the locations reply's ``winner_runs``): ``WinnerRuns`` looks a
+map's winning attempt up in them without expanding them to ``num_mappers`` entries.
+
 Pure functions on plain values, stdlib only; no state, no threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Missing", "Verdict", "expand_ranges", "prove"]
+__all__ = ["Missing", "Verdict", "WinnerRuns", "expand_ranges", "prove", "runs_of"]
 
 Triple = tuple[int, int, int]
+Run = tuple[int, int, int]
+"""``(lo, hi, attempt)``: maps ``lo..hi-1`` ended and their winning attempt is ``attempt``."""
+
+
+def runs_of(winners: Iterable[int]) -> tuple[Run, ...]:
+    """The maximal runs of a per-map winners list (``-1``: not ended), sorted."""
+    out: list[Run] = []
+    for m, attempt in enumerate(winners):
+        if attempt < 0:
+            continue
+        if out and out[-1][1] == m and out[-1][2] == attempt:
+            out[-1] = (out[-1][0], m + 1, attempt)
+        else:
+            out.append((m, m + 1, attempt))
+    return tuple(out)
+
+
+class WinnerRuns:
+    """Each map's winning attempt, looked up in sorted runs (``-1``: the map has not ended).
+
+    Indexes like the list ``winners[m]`` it stands for (``len`` is ``num_mappers``), in
+    ``O(log runs)``, without expanding the runs.
+
+    Raises:
+        ValueError: a run that is not three integers ``0 <= lo < hi <= num_mappers``,
+            ``attempt >= 0``, or runs that are not sorted and disjoint.
+    """
+
+    __slots__ = ("_attempts", "_his", "_starts", "ended", "num_mappers", "runs")
+
+    def __init__(self, runs: Iterable[Sequence[int]], num_mappers: int) -> None:
+        checked: list[Run] = []
+        end = 0
+        for r in runs:
+            if len(r) != 3 or not end <= r[0] < r[1] <= num_mappers or r[2] < 0:
+                raise ValueError(
+                    f"a winner run is [lo, hi, attempt], sorted, disjoint, within {num_mappers} maps, "
+                    f"got {list(r)}"
+                )
+            end = r[1]
+            checked.append((r[0], r[1], r[2]))
+        self.runs = tuple(checked)
+        self.num_mappers = num_mappers
+        self._starts = [r[0] for r in checked]
+        self._his = [r[1] for r in checked]
+        self._attempts = [r[2] for r in checked]
+        self.ended = sum(hi - lo for lo, hi, _ in checked)
+
+    @classmethod
+    def of(cls, winners: Sequence[int]) -> WinnerRuns:
+        """From a per-map list (``winners[m]``, ``-1`` for maps not ended)."""
+        return cls(runs_of(winners), len(winners))
+
+    def __len__(self) -> int:
+        return self.num_mappers
+
+    def __getitem__(self, m: int) -> int:
+        """Map ``m``'s winning attempt, or -1.
+
+        Raises:
+            IndexError: ``m`` is not in ``0..num_mappers-1`` (as the list would).
+        """
+        if not 0 <= m < self.num_mappers:
+            raise IndexError(f"map {m} is out of range 0..{self.num_mappers - 1}")
+        i = bisect_right(self._starts, m) - 1
+        return self._attempts[i] if i >= 0 and m < self._his[i] else -1
+
+    def __iter__(self) -> Iterator[int]:
+        """Every map's winner in turn: ``num_mappers`` values (what the runs avoid; for callers
+        that want the list)."""
+        m = 0
+        for lo, hi, attempt in self.runs:
+            yield from itertools.repeat(-1, lo - m)
+            yield from itertools.repeat(attempt, hi - lo)
+            m = hi
+        yield from itertools.repeat(-1, self.num_mappers - m)
+
+    def __repr__(self) -> str:
+        return f"WinnerRuns({list(self.runs)!r}, {self.num_mappers})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +149,11 @@ def expand_ranges(ranges: Iterable[Sequence[int]]) -> set[int]:
     return out
 
 
-def _winning(winners: Sequence[int], items: Iterable[Triple]) -> dict[int, set[int]]:
+Winners = Sequence[int] | WinnerRuns
+"""``winners[m]``: map ``m``'s winning attempt, or ``-1``; a list or runs."""
+
+
+def _winning(winners: Winners, items: Iterable[Triple]) -> dict[int, set[int]]:
     """map -> the third fields of the items from that map's winning attempt."""
     out: dict[int, set[int]] = {}
     for m, attempt, value in items:
@@ -97,7 +185,7 @@ def _check_map(m: int, winner: int, ids: set[int], counts: set[int] | None) -> l
 
 def prove(
     partition: int,
-    winners: Sequence[int],
+    winners: Winners,
     batches: Iterable[Triple],
     seals: Iterable[Triple],
     maps: Iterable[Sequence[int]] | None,
@@ -106,7 +194,8 @@ def prove(
 
     Parameters:
         partition: the partition read (it names the missing pairs).
-        winners: ``winners[m]`` is map ``m``'s winning attempt, or ``-1``.
+        winners: ``winners[m]`` is map ``m``'s winning attempt, or ``-1`` (a list, or
+            ``WinnerRuns``: looked up, never expanded).
         batches: the data batches read, ``(map, attempt, batch_id)``; any attempt, repeats allowed.
         seals: the seals read, ``(map, attempt, count)``; any attempt, repeats allowed.
         maps: the ``[lo, hi]`` ranges of maps whose winning attempt declared the

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json
 from croupier.core.enums import CopyRole, WorkerStatus
 from croupier.core.errors import BadRequest, InternalError
+from croupier.core.proof import WinnerRuns
 
 __all__ = [
     "AppHeartbeatReply",
@@ -40,6 +41,7 @@ __all__ = [
     "StatusReply",
     "TakeOverReply",
     "TenantRow",
+    "WinnerRunsWire",
     "WorkerAddress",
     "WorkerHeartbeatReply",
     "WorkerRow",
@@ -217,15 +219,50 @@ class PartitionLocations:
     lost_maps: Ranges | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
+WinnerRunsWire = tuple[tuple[int, int, int], ...]
+"""Sorted, disjoint, maximal ``[lo, hi, attempt]`` runs: maps ``lo..hi-1`` ended, won by ``attempt``."""
+
+
 @dataclass(frozen=True, slots=True)
 class ShuffleReadState:
-    """What readers need besides locations. ``winners[m]`` is map m's winning attempt, or -1."""
+    """What readers need besides locations.
+
+    ``winner_runs`` holds the ended maps' winning attempts as runs, so that its size
+    follows how often the winning attempt changes along the map ids, not ``num_mappers``
+    (a committed shuffle whose maps all won with attempt 0 is ``[[0, num_mappers, 0]]``).
+    ``winners`` looks a map up in it: ``winners[m]`` is map m's winning attempt, or -1.
+
+    Raises:
+        ValueError: runs that are not sorted, disjoint and within ``num_mappers``.
+    """
 
     app_id: str
     shuffle_id: int
     num_mappers: int
-    winners: tuple[int, ...]
+    winner_runs: WinnerRunsWire
     committed: bool
+
+    def __post_init__(self) -> None:
+        _lookup(self.winner_runs, self.num_mappers)  # checks the runs
+
+    @property
+    def winners(self) -> WinnerRuns:
+        """``winners[m]``: map m's winning attempt, or -1 (``len`` is ``num_mappers``)."""
+        return _lookup(self.winner_runs, self.num_mappers)
+
+
+_last_lookup: list[tuple[WinnerRunsWire, int, WinnerRuns]] = []
+
+
+def _lookup(runs: WinnerRunsWire, num_mappers: int) -> WinnerRuns:
+    """``WinnerRuns(runs, num_mappers)``, built once for the same tuple: a batch reply's
+    entries share theirs, and each would otherwise check and index it again."""
+    last = _last_lookup[-1] if _last_lookup else None
+    if last is not None and last[0] is runs and last[1] == num_mappers:
+        return last[2]
+    lookup = WinnerRuns(runs, num_mappers)
+    _last_lookup[:] = [(runs, num_mappers, lookup)]
+    return lookup
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +292,7 @@ class LocationsBatchReply(ShuffleReadState):
 
     def split(self) -> list[LocationsReply]:
         """Each entry as the GET_LOCATIONS reply for its partition alone would carry it."""
-        shared = (self.app_id, self.shuffle_id, self.num_mappers, self.winners, self.committed)
+        shared = (self.app_id, self.shuffle_id, self.num_mappers, self.winner_runs, self.committed)
         return [
             LocationsReply(*shared, e.partition, e.locations, e.lost, e.failed_copies, e.maps, e.lost_maps)
             for e in self.partitions

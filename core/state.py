@@ -17,8 +17,10 @@ State (everything here is rebuilt by folding the log; nothing else is):
     term, leader, seq   the last LeaderChanged, and the log position folded so far
 
 ``ShuffleInfo.derived`` is not state: caches computed from the fields above (one
-bytes object per distinct bitmap, and each partition's declaring maps once the
-winners are final), never logged or snapshotted, rebuilt on demand after a replay.
+bytes object per distinct bitmap, the winners as runs for the locations replies, and
+each partition's declaring maps once the winners are final), never logged or
+snapshotted, rebuilt on demand after a replay. The runs are a function of the winners
+alone, so a snapshot's fresh state answers exactly as the state it was taken from.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from croupier.core.bitmap import decode_bitmap, encode_bitmap, ranges, validate_bitmap
 from croupier.core.codec import from_json, to_json
@@ -65,6 +67,8 @@ __all__ = [
     "WorkerInfo",
     "apply",
 ]
+
+V = TypeVar("V")
 
 # short names for the statuses ``apply`` sets
 LOST = WorkerStatus.LOST
@@ -150,11 +154,86 @@ Winner = tuple[int, int, bytes | None]
 Ranges = tuple[tuple[int, int], ...]
 
 
+Run = tuple[int, int, int]
+# beyond max(1,024, num_mappers / 16) runs of equal bitmaps (few maps share theirs), the
+# runs are dropped and ``maps`` scans the winners: they would save little and cost memory
+_BITMAP_RUNS_MIN = 1024
+_BITMAP_RUNS_SHARE = 16
+
+
+class RunCache(Generic[V]):
+    """Values of map ids as maximal runs ``(lo, hi, value)`` (equal values merge), kept
+    as MapperEnded folds in.
+
+    A map that extends the last run, or starts a run after it (maps ending in order),
+    costs O(1). Others wait in ``pending`` and are merged into the runs (one linear
+    pass) when asked, or once they outnumber the runs: O(log) amortised per map,
+    whatever the order, and asking costs O(runs + maps added since). With ``cap``,
+    the cache gives up (``runs()`` is None for good) once it holds more runs than that.
+    """
+
+    __slots__ = ("_cap", "_frozen", "_pending", "_runs")
+
+    def __init__(self, cap: int | None = None) -> None:
+        self._cap = cap
+        self._runs: list[tuple[int, int, V]] | None = []
+        self._pending: list[tuple[int, V]] = []
+        self._frozen: tuple[tuple[int, int, V], ...] | None = ()
+
+    def add(self, map_id: int, value: V) -> None:
+        """Record the value of a map not recorded yet."""
+        runs = self._runs
+        if runs is None:
+            return
+        self._frozen = None
+        if not self._pending and (not runs or runs[-1][1] <= map_id):
+            if runs and runs[-1][1] == map_id and runs[-1][2] == value:
+                runs[-1] = (runs[-1][0], map_id + 1, value)
+            else:
+                runs.append((map_id, map_id + 1, value))
+                self._check_cap(runs)
+            return
+        self._pending.append((map_id, value))
+        if len(self._pending) >= max(1024, len(runs)):
+            self._merge(runs)
+
+    def runs(self) -> tuple[tuple[int, int, V], ...] | None:
+        """Every run, sorted (the same tuple object until a map is added); None once over the cap."""
+        if self._frozen is None and self._runs is not None:
+            self._merge(self._runs)
+            if self._runs is not None:
+                self._frozen = tuple(self._runs)
+        return self._frozen if self._runs is not None else None
+
+    def _check_cap(self, runs: list[tuple[int, int, V]]) -> None:
+        if self._cap is not None and len(runs) > self._cap:
+            self._runs, self._pending, self._frozen = None, [], None
+
+    def _merge(self, runs: list[tuple[int, int, V]]) -> None:
+        if not self._pending:
+            return
+        # two sorted lists of disjoint runs (map ids are unique, so values are never
+        # compared): timsort merges them in one linear pass
+        added = [(m, m + 1, v) for m, v in sorted(self._pending, key=lambda p: p[0])]
+        self._pending.clear()
+        out: list[tuple[int, int, V]] = []
+        for lo, hi, value in sorted(runs + added, key=lambda r: r[0]):
+            if out and out[-1][1] == lo and out[-1][2] == value:
+                out[-1] = (out[-1][0], hi, value)
+            else:
+                out.append((lo, hi, value))
+        self._runs = out
+        self._check_cap(out)
+
+
 @dataclass(slots=True)
 class Derived:
     """Caches derived from a shuffle's durable fields (see the module docstring)."""
 
     bitmaps: dict[bytes, bytes] = field(default_factory=dict)  # one shared object per distinct bitmap
+    winner_runs: RunCache[int] = field(default_factory=RunCache)  # the winning attempts as runs
+    # the declared bitmaps as runs of equal ones (dense shuffles share few): ``maps`` in O(runs)
+    bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS_MIN))
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
 
@@ -174,6 +253,10 @@ class ShuffleInfo:
     commit: CommitInfo | None = None
     request_id: str | None = None
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        cap = max(_BITMAP_RUNS_MIN, self.num_mappers // _BITMAP_RUNS_SHARE)
+        self.derived.bitmap_runs = RunCache(cap)
 
     def locations(self, partition: int) -> list[Location]:
         """Every epoch of ``partition``, oldest first."""
@@ -196,6 +279,14 @@ class ShuffleInfo:
             elif len(self.derived.bitmaps) < _SHARED_BITMAPS:  # bounded: random bitmaps rarely repeat
                 self.derived.bitmaps[bitmap] = bitmap
         self.winners[map_id] = (attempt, touched, bitmap)
+        self.derived.winner_runs.add(map_id, attempt)
+        self.derived.bitmap_runs.add(map_id, bitmap)
+
+    def winner_runs(self) -> tuple[Run, ...]:
+        """The winners as sorted maximal ``(lo, hi, attempt)`` runs (no O(num_mappers) work)."""
+        runs = self.derived.winner_runs.runs()
+        assert runs is not None  # no cap
+        return runs
 
     def declared_maps(self, partition: int) -> Ranges | None:
         """Ranges of the winning maps that declared ``partition``; None while some winner has
@@ -209,8 +300,21 @@ class ShuffleInfo:
         return answer
 
     def _declaring(self, partition: int) -> Ranges | None:
-        # O(num_mappers): one byte test per winner (bitmaps were checked to be full length)
         byte, mask = partition >> 3, 1 << (partition & 7)
+        runs = self.derived.bitmap_runs.runs()
+        if runs is not None:  # O(runs of equal bitmaps): one byte test per run
+            declared_runs: list[tuple[int, int]] = []
+            for lo, hi, bitmap in runs:
+                if bitmap is None:
+                    return None
+                if bitmap[byte] & mask:
+                    if declared_runs and declared_runs[-1][1] == lo:
+                        declared_runs[-1] = (declared_runs[-1][0], hi)
+                    else:
+                        declared_runs.append((lo, hi))
+            return tuple(declared_runs)
+        # too many distinct bitmaps: O(num_mappers), one byte test per winner (bitmaps were
+        # checked to be full length)
         get = self.winners.get
         declared: list[int] = []
         for m in range(self.num_mappers):

@@ -10,6 +10,7 @@ import pytest
 
 from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap, from_partitions
+from croupier.core.proof import WinnerRuns
 from croupier.transports.master_client import MasterClient
 from integration.procs import Proc, admin
 
@@ -94,6 +95,7 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
         shuffle = client.call(c.GetShuffle("app", 0))
         assert shuffle["mappers_ended"] == len(acked) == 600
         loc = client.call(c.GetLocations("app", 0, 0))
-        winners = loc["winners"]
-        assert isinstance(winners, list)
+        runs = loc["winner_runs"]
+        assert isinstance(runs, list)
+        winners = WinnerRuns(runs, int(str(loc["num_mappers"])))
         assert all(winners[m] == 0 for m in acked)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from croupier.core.batch import BatchHeader, iter_batches, iter_records
 from croupier.core.errors import BadRequest, DataLostError
-from croupier.core.proof import Verdict, prove
+from croupier.core.proof import Verdict, WinnerRuns, Winners, prove
 from croupier.transports.digest import digest_ok
 
 __all__ = [
@@ -93,11 +93,12 @@ class BatchSelector:
         seals: map -> the batch counts its winning attempt sealed with (one, unless corrupt).
 
     Parameters:
-        winners: ``winners[m]`` is the winning attempt of map ``m`` (``-1``: none).
+        winners: ``winners[m]`` is the winning attempt of map ``m`` (``-1``: none): a
+            list, or the locations reply's ``WinnerRuns``, looked up and never expanded.
     """
 
-    def __init__(self, winners: Sequence[int]) -> None:
-        self._winners = list(winners)
+    def __init__(self, winners: Winners) -> None:
+        self._winners: Winners = winners if isinstance(winners, WinnerRuns) else list(winners)
         self._seen: dict[int, set[int]] = {}
         self._seals: dict[int, set[int]] = {}
         self.kept = 0
@@ -171,7 +172,7 @@ def lost_error(verdict: Verdict, workers: list[str], context: str = "", why: str
 
 
 def select_records(
-    winners: Sequence[int],
+    winners: Winners,
     chunks: Iterable[bytes | memoryview],
     *,
     partition: int = 0,

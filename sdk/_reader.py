@@ -185,7 +185,7 @@ class Reader:
             log.warning(
                 "%s partition %d: the commit lost data here; reading every copy", context, self.partition
             )
-        selector = self.selector = BatchSelector(list(reply.winners))
+        selector = self.selector = BatchSelector(reply.winners)  # looked up in the runs
         if maps is not None and not maps:
             return  # no winning map declared the partition: it is empty, nothing to read
         failed = set(reply.failed_copies)
@@ -488,7 +488,7 @@ def wait_committed(
             return reply
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            ended = sum(1 for w in reply.winners if w >= 0)
+            ended = reply.winners.ended
             partition = getattr(command, "partition", None)
             raise NotCommitted(
                 f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} is not committed after {timeout:g} s "

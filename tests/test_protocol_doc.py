@@ -86,3 +86,19 @@ def test_every_documented_error_code_is_in_the_code_or_reserved() -> None:
 def test_every_documented_event_kind_is_in_the_code() -> None:
     documented = re.findall(r"^\| `(\w+)` \|", _section("6"), re.M)
     assert sorted(documented) == sorted(EVENT_TYPES)
+
+
+def test_the_documented_winner_runs_are_what_the_code_reads_and_sends() -> None:
+    from croupier.core.proof import WinnerRuns, runs_of
+    from tests.core.test_replies import PINNED
+
+    text = _section("4").replace("\n", "")
+    assert '"winner_runs":[[0,2,0],[2,3,1],[3,5,0]]' in text.replace(" ", "")
+    runs = [[0, 2, 0], [2, 3, 1], [3, 5, 0]]
+    assert [WinnerRuns(runs, 6)[m] for m in range(6)] == [0, 0, 1, 0, 0, -1]
+    assert [list(r) for r in runs_of([0, 0, 1, 0, 0, -1])] == runs
+    # the example reply starts as the pinned GET_LOCATIONS reply does
+    pinned = PINNED["get_locations"]
+    prefix = pinned[: pinned.index('"locations":')]
+    assert '"num_mappers":2,"winner_runs":[[0,1,1],[1,2,0]],"committed":true' in prefix
+    assert prefix in text

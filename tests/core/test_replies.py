@@ -54,15 +54,15 @@ PINNED = {
         ',"total_bytes":0}'
     ),
     "revive": (
-        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winners":[-1,-1],"committed":false,"parti'
-        'tion":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,'
+        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winner_runs":[],"committed":false,"par'
+        'tition":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,'
         '"push_port":20,"replicate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"}'
         ',"replica":{"worker_id":"w2","host":"h2","control_port":12,"push_port":22,"replicate_port"'
         ':32,"fetch_port":42,"incarnation":"inc2","status":"active"}},{"epoch":1,"primary":{"worker'
         '_id":"w1","host":"h1","control_port":11,"push_port":21,"replicate_port":31,"fetch_port":41'
         ',"incarnation":"inc1","status":"active"},"replica":{"worker_id":"w3","host":"h3","control_'
         'port":13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","status":'
-        '"active"}}],"lost":false,"failed_copies":[],"maps":[]}'
+        '"active"}}],"lost":false,"failed_copies":[]}'
     ),
     "exclude": '{"changed":true}',
     "exclude_again": '{"changed":false}',
@@ -101,8 +101,8 @@ PINNED = {
         'd":true,"lost_partitions":[0],"total_bytes":99}'
     ),
     "get_locations": (
-        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winners":[1,0],"committed":true,"partitio'
-        'n":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,"pu'
+        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winner_runs":[[0,1,1],[1,2,0]],"committed'
+        '":true,"partition":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,"pu'
         'sh_port":20,"replicate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"},"r'
         'eplica":{"worker_id":"w2","host":"h2","control_port":12,"push_port":22,"replicate_port":32'
         ',"fetch_port":42,"incarnation":"inc2","status":"decommissioning"}},{"epoch":1,"primary":{"'
@@ -111,8 +111,8 @@ PINNED = {
         've"}}],"lost":false,"failed_copies":[],"maps":[[0,1]]}'
     ),
     "get_locations_batch": (
-        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winners":[1,0],"committed":true,"partitio'
-        'ns":[{"partition":0,"locations":[{"epoch":0,"primary":{"worker_id":"w3","host":"h3","contr'
+        '{"app_id":"app1","shuffle_id":0,"num_mappers":2,"winner_runs":[[0,1,1],[1,2,0]],"committed'
+        '":true,"partitions":[{"partition":0,"locations":[{"epoch":0,"primary":{"worker_id":"w3","host":"h3","contr'
         'ol_port":13,"push_port":23,"replicate_port":33,"fetch_port":43,"incarnation":"inc3","statu'
         's":"active"},"replica":{"worker_id":"w0","host":"h0","control_port":10,"push_port":20,"rep'
         'licate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"}}],"lost":true,"fai'
@@ -142,10 +142,10 @@ PINNED = {
         'al_bytes":0}'
     ),
     "get_locations_unreplicated": (
-        '{"app_id":"app1","shuffle_id":5,"num_mappers":1,"winners":[-1],"committed":false,"partitio'
-        'n":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,"pu'
+        '{"app_id":"app1","shuffle_id":5,"num_mappers":1,"winner_runs":[],"committed":false,"partiti'
+        'on":1,"locations":[{"epoch":0,"primary":{"worker_id":"w0","host":"h0","control_port":10,"pu'
         'sh_port":20,"replicate_port":30,"fetch_port":40,"incarnation":"inc0","status":"active"},"r'
-        'eplica":null}],"lost":false,"failed_copies":[],"maps":[]}'
+        'eplica":null}],"lost":false,"failed_copies":[]}'
     ),
     "unregister_shuffle": '{"changed":true}',
     "unregister_app": '{"changed":true}',

@@ -74,7 +74,7 @@ def test_commands_over_rpc_and_status(client: MasterClient) -> None:
     assert client.request(c.MapperEnd(app, 0, 0, 1, 4, "Dw=="), MapperEndReply).won is True
     assert client.request(c.MapperEnd(app, 0, 0, 0, 4, "Dw=="), MapperEndReply).won is False
     loc = client.request(c.GetLocations(app, 0, 5), LocationsReply)
-    assert loc.winners == (1, -1)
+    assert loc.winner_runs == ((0, 1, 1),) and [loc.winners[m] for m in range(2)] == [1, -1]
     assert loc.locations[0].primary.status is WorkerStatus.ACTIVE
     status = client.request(c.Status(), StatusReply)
     assert [w.worker_id for w in status.workers] == ["w0", "w1", "w2"]
