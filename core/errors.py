@@ -15,6 +15,7 @@
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
+    ├── Unauthorized          UNAUTHORIZED         no valid signature for this request (PROTOCOL §2.1)
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -50,6 +51,7 @@ __all__ = [
     "QuotaExceeded",
     "RequestTimeout",
     "StaleLocation",
+    "Unauthorized",
     "Unavailable",
     "UnknownApp",
     "UnknownShuffle",
@@ -228,6 +230,18 @@ class QuotaExceeded(CroupierError):
     status = 17
 
 
+class Unauthorized(CroupierError):
+    """The request is not signed, signed with the wrong key, replayed, or its clock is off.
+
+    Not retriable: the same request with the same credentials keeps failing. Members
+    sign with the cluster secret (``--secret-file``); apps with the key ``REGISTER_APP``
+    returned. Servers say why only in their log, never to the sender.
+    """
+
+    code = "UNAUTHORIZED"
+    status = 18
+
+
 _BY_CODE: dict[str, type[CroupierError]] = {
     cls.code: cls
     for cls in (
@@ -246,6 +260,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         NotCommitted,
         InternalError,
         QuotaExceeded,
+        Unauthorized,
     )
 }
 BY_STATUS: dict[int, type[CroupierError]] = {cls.status: cls for cls in _BY_CODE.values()}

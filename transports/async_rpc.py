@@ -40,8 +40,9 @@ from croupier.core.errors import (
     Unavailable,
     error_from_wire,
 )
-from croupier.core.wire import Header, Kind, encode_body
+from croupier.core.wire import Kind, encode_body
 from croupier.transports._framing import Payload, parse_message
+from croupier.transports.auth import Signer, request_frames
 from croupier.transports.rpc import Reply
 
 __all__ = ["AsyncRpcClient", "Callback"]
@@ -79,11 +80,18 @@ class AsyncRpcClient:
         context: a shared ZeroMQ context (default: the process-wide instance).
         timeout: default per-request deadline, seconds.
         name: the thread's name.
+        signer: signs each request as it is queued (PROTOCOL §2.1); None sends unsigned.
     """
 
     def __init__(
-        self, *, context: _Context | None = None, timeout: float = 30.0, name: str = "async-rpc"
+        self,
+        *,
+        context: _Context | None = None,
+        timeout: float = 30.0,
+        name: str = "async-rpc",
+        signer: Signer | None = None,
     ) -> None:
+        self.signer = signer
         self._context = context or zmq.Context.instance()
         self._timeout = timeout
         self._name = name
@@ -142,11 +150,9 @@ class AsyncRpcClient:
             return
         request_id = next(self._ids) & _U64 or 1
         deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
-        frames: list[Payload] = [
-            Header(Kind.REQUEST, msg_type, request_id).encode(),
-            encode_body(body),
-            *payloads,
-        ]
+        frames: list[Payload] = request_frames(
+            self.signer, msg_type, request_id, body, encode_body(body), payloads
+        )
         self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
         if not self._wake_due:
             self._wake_due = True

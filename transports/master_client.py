@@ -29,6 +29,7 @@ from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unava
 from croupier.core.leader_record import decode_leader
 from croupier.core.replies import decode_reply
 from croupier.core.urls import parse_master_url
+from croupier.transports.auth import Signer
 from croupier.transports.rpc import RpcClient
 
 __all__ = ["MasterClient"]
@@ -47,6 +48,8 @@ class MasterClient:
         attempts: at least this many tries before giving up ...
         deadline: ... and keep trying until this many seconds have passed (failovers; 0 = attempts only).
         backoff: the pause between rounds over all endpoints.
+        signer: signs every request (PROTOCOL §2.1): a member's, or an app's holding its
+            app keys; None sends unsigned (only an open master, or PING/STATUS/REGISTER_APP).
     """
 
     def __init__(
@@ -57,7 +60,9 @@ class MasterClient:
         attempts: int = 10,
         deadline: float = 0.0,
         backoff: float = 0.2,
+        signer: Signer | None = None,
     ) -> None:
+        self.signer = signer
         parsed = parse_master_url(url)
         self.url = url
         self._zk_hosts = ",".join(parsed.endpoints) if parsed.kind == "zk" else ""
@@ -78,7 +83,9 @@ class MasterClient:
     def _client(self, endpoint: str) -> RpcClient:
         client = self._clients.get(endpoint)
         if client is None:
-            client = self._clients[endpoint] = RpcClient(endpoint, timeout=self._timeout, retries=0)
+            client = self._clients[endpoint] = RpcClient(
+                endpoint, timeout=self._timeout, retries=0, signer=self.signer
+            )
         return client
 
     def _resolve(self) -> None:
