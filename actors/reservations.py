@@ -28,6 +28,7 @@ from croupier.core.events import Event, PartitionRevived, ShuffleRegistered
 from croupier.core.state import MasterState
 from croupier.core.wire import MsgType
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer
 from croupier.transports.rpc import Reply
 
 __all__ = ["RESERVE_TIMEOUT", "ReservationSender", "Send", "reserves"]
@@ -89,10 +90,11 @@ def _addressed(state: MasterState, wid: str, incarnations: dict[str, str], messa
 class ReservationSender:
     """Parameters:
     timeout: how long a reply waits for the workers' acks.
+    signer: the member signer of ``RESERVE`` (PROTOCOL §2.1); None = unsigned.
     """
 
-    def __init__(self, *, timeout: float = RESERVE_TIMEOUT) -> None:
-        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve")
+    def __init__(self, *, timeout: float = RESERVE_TIMEOUT, signer: Signer | None = None) -> None:
+        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve", signer=signer)
         self._client.start()
 
     def stop(self) -> None:

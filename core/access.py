@@ -13,10 +13,11 @@ Pure: a table and two small functions, no keys and no MACs (those are in
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from croupier.core.wire import MsgType
 
-__all__ = ["ACCESS", "Access", "Scheme", "access_of", "allows"]
+__all__ = ["ACCESS", "Access", "Scheme", "access_of", "allows", "public_status"]
 
 
 class Access(IntEnum):
@@ -80,3 +81,32 @@ def allows(msg_type: int, scheme: Scheme) -> bool:
     if level is Access.OPEN or scheme is Scheme.MEMBER:
         return True
     return level is Access.APP and scheme is Scheme.APP
+
+
+# What an unsigned STATUS may see of the ``master`` object: how to reach and judge the
+# master, nothing about apps, shuffles or workers.
+_PUBLIC_MASTER_FIELDS = ("role", "url", "term", "leader", "followers", "writable", "in_grace")
+
+
+def public_status(body: dict[str, Any]) -> dict[str, Any]:
+    """The ``STATUS`` reply for a sender without member credentials: counts only, no ids.
+
+    ``{"term", "leader", "seq", "counts": {"workers", "active_workers", "apps", "shuffles",
+    "committed_shuffles"}, "master": {...}}`` (PROTOCOL §4, status reply).
+    """
+    workers = body.get("workers") or []
+    shuffles = body.get("shuffles") or []
+    master = body.get("master") or {}
+    return {
+        "term": body.get("term", 0),
+        "leader": body.get("leader", ""),
+        "seq": body.get("seq", 0),
+        "counts": {
+            "workers": len(workers),
+            "active_workers": sum(1 for w in workers if w.get("status") == "active"),
+            "apps": len(body.get("apps") or []),
+            "shuffles": len(shuffles),
+            "committed_shuffles": sum(1 for s in shuffles if s.get("committed")),
+        },
+        "master": {k: master[k] for k in _PUBLIC_MASTER_FIELDS if k in master},
+    }

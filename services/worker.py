@@ -50,9 +50,11 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["WorkerService", "raise_fd_limit"]
 
@@ -69,6 +71,9 @@ class WorkerService(Service):
         config: slots, memory cap, flush and chunk sizes, heartbeat interval.
         worker_id: override the persistent id (tests).
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
+        secret: the cluster secret: every request is checked (PROTOCOL §2.1; app requests
+            against the app key derived from it), and registration, heartbeats and
+            REPLICATE are member-signed. None (library use) accepts every request.
     """
 
     def __init__(
@@ -80,7 +85,9 @@ class WorkerService(Service):
         config: WorkerConfig | None = None,
         worker_id: str | None = None,
         store: PartitionStore | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
+        self._secret = secret
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -127,7 +134,9 @@ class WorkerService(Service):
             raise_fd_limit()
             store = self._start_storage()
             self._locations.open(self.config.partition_actors, self._start_partition_actor)
-            self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
+            self._replicator = AsyncRpcClient(
+                timeout=self.config.replicate_timeout, name="replicator", signer=Signer.member(self._secret)
+            )
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
             push = PushHandler(identity, self._locations, self._reservations, self.limiter, self._replicator)
@@ -191,6 +200,7 @@ class WorkerService(Service):
             name=f"worker-{name}",
             allowed_types=[int(t) for t in types],
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
+            verifier=verifier_for(self._secret),
         )
         server.start()
         self._servers[name] = server
@@ -210,7 +220,7 @@ class WorkerService(Service):
         assert self._control is not None
         orphans = OrphanSweep(self._reservations, self._locations, self._on_disk, self._control.drop_orphan)
         return Registration(
-            MasterClient(self._master_url, timeout=10.0, attempts=3),
+            MasterClient(self._master_url, timeout=10.0, attempts=3, signer=Signer.member(self._secret)),
             register,
             interval=self.config.heartbeat_interval,
             sample_load=load.sample if load is not None else lambda: (0.0, 0.0),
