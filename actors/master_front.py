@@ -302,6 +302,7 @@ class MasterFront:
 
     def _replier(self, command: Command, responder: Responder, public: bool) -> ReplyFn:
         ensemble = self._ensemble if isinstance(command, Status) else None
+        secret = self._secret if isinstance(command, RegisterApp) else None
 
         def reply(body: dict[str, Any] | None, error: CroupierError | None) -> None:
             if error is not None:
@@ -309,6 +310,9 @@ class MasterFront:
                 return
             if ensemble is not None and body is not None:
                 body["master"].update(ensemble())
+            if secret is not None and body is not None and "app_key" not in body:
+                # REGISTER_APP hands the app its key (PROTOCOL §2.1); workers derive the same one
+                body["app_key"] = secret.app_key(str(body["app_id"])).hex()
             responder.ok(public_status(body) if public and body is not None else body)
 
         return reply

@@ -46,15 +46,16 @@ from croupier.core.commands import (
     UnregisterShuffle,
 )
 from croupier.core.config import ClientConfig
-from croupier.core.errors import CroupierError, Unavailable, UnknownApp
+from croupier.core.errors import CroupierError, InternalError, Unavailable, UnknownApp
 from croupier.core.replies import (
     AppHeartbeatReply,
     ChangedReply,
     RegisterAppReply,
     ShuffleSummary,
-    StatusReply,
+    decode_reply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
 
@@ -83,11 +84,14 @@ class Client:
     def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
         self.url = url
         self.config = config or ClientConfig()
+        # signs each app's requests with the key REGISTER_APP returned (PROTOCOL §2.1)
+        self._signer = Signer()
         self._master = MasterClient(
             url,
             timeout=self.config.rpc_timeout,
             attempts=self.config.rpc_retries + 1,
             deadline=self.config.failover_deadline,
+            signer=self._signer,
         )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
@@ -107,8 +111,14 @@ class Client:
             CroupierError: the master refused or could not be reached.
         """
         chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
-        reply = self._master.request(RegisterApp(name, chosen), RegisterAppReply)
+        body = self._master.call(RegisterApp(name, chosen))
+        reply = decode_reply(
+            RegisterAppReply, {k: v for k, v in body.items() if k != "app_key"}, "RegisterApp"
+        )
         app = App(self, reply.app_id, reply.name)
+        app.app_key = _app_key(body)
+        if app.app_key is not None:
+            self._signer.add_app(app.app_id, app.app_key)
         with self._lock:
             if self._closed:
                 app.close()
@@ -126,13 +136,16 @@ class Client:
         return Shuffle(self, self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary))
 
     def status(self) -> dict[str, Any]:
-        """The master's status reply (workers, apps, shuffles), as JSON values.
+        """The master's status reply, as JSON values (PROTOCOL §4).
+
+        A master with a cluster secret shows apps only its counts (``{"term", "leader",
+        "seq", "counts", "master"}``, no ids); an open one (library use) the whole reply,
+        workers, apps and shuffles. ``croupier admin`` sees the whole reply.
 
         Raises:
-            InternalError: the master's reply is malformed.
             CroupierError: the master could not be reached.
         """
-        return dict(to_json(self._master.request(Status(), StatusReply)))
+        return dict(self._master.call(Status()))
 
     def close(self) -> None:
         """Stop heartbeats (apps are not unregistered) and the data-plane thread. Idempotent."""
@@ -179,7 +192,9 @@ class Client:
             if self._closed:
                 raise Unavailable("the client is closed")
             if self._data is None:
-                self._data = AsyncRpcClient(timeout=self.config.rpc_timeout, name="croupier-data")
+                self._data = AsyncRpcClient(
+                    timeout=self.config.rpc_timeout, name="croupier-data", signer=self._signer
+                )
                 self._data.start()
             data = self._data
         data.send(url, msg_type, body, payloads, callback, timeout=timeout)
@@ -203,11 +218,27 @@ class Client:
                 self._apps.remove(app)
 
 
+def _app_key(body: dict[str, Any]) -> bytes | None:
+    """The ``app_key`` (64 hex digits) of a ``REGISTER_APP`` reply; None when there is none."""
+    value = body.get("app_key")
+    if value is None:
+        return None
+    try:
+        key = bytes.fromhex(str(value))
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise InternalError(f"malformed reply from the master to RegisterApp: app_key {value!r}")
+    return key
+
+
 class App:
     """A registered application; heartbeats keep it (and its shuffles) alive.
 
     Attributes:
         app_id, name: as registered.
+        app_key: the app's key from ``REGISTER_APP`` (None from a master without a secret);
+            every request of the app is signed with it (PROTOCOL §2.1).
         heartbeats: heartbeats the master acknowledged.
     """
 
@@ -215,6 +246,7 @@ class App:
         self.client = client
         self.app_id = app_id
         self.name = name
+        self.app_key: bytes | None = None
         self.heartbeats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -7,6 +7,11 @@ croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--json
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
 croupier admin --master URL status|workers|apps|shuffles [--json]
 croupier admin --master URL decommission WORKER_ID
+croupier secret FILE
+
+Every member command (master, worker, admin) and every command that starts a cluster
+(local, demo, bench, verify) takes ``--secret-file FILE`` (or ``$CROUPIER_SECRET_FILE``):
+the cluster secret that signs and checks requests (PROTOCOL §2.1, README "Security").
 """
 
 from __future__ import annotations
@@ -28,10 +33,67 @@ from croupier.core.replies import ChangedReply, DecommissionReply, StatusReply
 
 __all__ = ["main"]
 
+log = logging.getLogger("croupier")
+
 
 def _default_data_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(base) / "croupier" / "master")
+
+
+def _secret(args: argparse.Namespace, data_dir: str | None = None) -> Any:
+    """The cluster secret of a member command: ``--secret-file``, ``$CROUPIER_SECRET_FILE``, else
+    ``<data_dir>/secret`` (created when missing; masters only), else the default master data
+    dir's secret when it exists (a worker or admin on the master's machine).
+
+    Raises:
+        ValueError: there is none (exit code 2, with how to give one).
+    """
+    from croupier.transports.secret import ensure_secret_file, load_secret_file, secret_file_from_env
+
+    given = secret_file_from_env(args.secret_file)
+    if given:
+        return load_secret_file(given)
+    if data_dir is not None:
+        path = Path(data_dir) / "secret"
+        secret, created = ensure_secret_file(path)
+        log.info(
+            "%s the cluster secret %s; give it to workers and admin: --secret-file %s",
+            "created" if created else "using",
+            path,
+            path,
+        )
+        return secret
+    fallback = Path(_default_data_dir()) / "secret"
+    if fallback.exists():
+        return load_secret_file(fallback)
+    raise ValueError(
+        "no cluster secret: give --secret-file FILE or set CROUPIER_SECRET_FILE"
+        " (a master creates <data-dir>/secret; `croupier secret FILE` makes a new one)"
+    )
+
+
+def _add_secret_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument(
+        "--secret-file", default=None, metavar="FILE", help=f"{help_text} (or $CROUPIER_SECRET_FILE)"
+    )
+
+
+def cmd_secret(args: argparse.Namespace) -> int:
+    from croupier.transports.secret import create_secret_file
+
+    create_secret_file(args.file)
+    print(Path(args.file).resolve(), flush=True)
+    return 0
+
+
+def _secret_env(args: argparse.Namespace) -> None:
+    """local, demo, bench, verify: a given secret file goes to the cluster they start through the
+    environment (``LocalCluster`` reads it); without one they create ``<data dir>/secret``."""
+    from croupier.transports.secret import SECRET_ENV
+
+    if args.secret_file:
+        os.environ[SECRET_ENV] = str(Path(args.secret_file).resolve())
 
 
 def _wait_for_signal() -> None:
@@ -55,17 +117,20 @@ def cmd_master(args: argparse.Namespace) -> int:
     if args.ha:
         from croupier.services.ha_master import HaMasterService
 
+        # every member of an ensemble needs the same secret: it is given, never made here
         with HaMasterService(
             parse_listen(args.listen),
             args.ha,
             config=config,
             session_timeout=parse_duration(args.session_timeout),
+            secret=_secret(args),
         ) as member:
             print(member.url, flush=True)
             _wait_for_signal()
         return 0
     data_dir = args.data_dir or _default_data_dir()
-    with MasterService(parse_listen(args.listen), data_dir, config=config) as master:
+    secret = _secret(args, data_dir)
+    with MasterService(parse_listen(args.listen), data_dir, config=config, secret=secret) as master:
         # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
         logging.getLogger("croupier").info("data dir %s", data_dir)
@@ -85,9 +150,11 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def cmd_admin(args: argparse.Namespace) -> int:
     from croupier.core.commands import DecommissionWorker, ExcludeWorker, Status
+    from croupier.transports.auth import Signer
     from croupier.transports.master_client import MasterClient
 
-    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3) as client:
+    signer = Signer.member(_secret(args))
+    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3, signer=signer) as client:
         if args.action in ("decommission", "exclude", "include"):
             if not args.target:
                 print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
@@ -151,7 +218,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         flush_threshold=parse_size(args.flush_threshold),
         chunk_size=parse_size(args.chunk_size),
     )
-    with WorkerService(args.master, dirs, host=args.listen, config=config) as worker:
+    secret = _secret(args)
+    with WorkerService(args.master, dirs, host=args.listen, config=config, secret=secret) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
@@ -172,11 +240,12 @@ def cmd_local(args: argparse.Namespace) -> int:
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
+    _secret_env(args)
     with LocalCluster(args.workers, args.data_dir, processes=True, ha=args.ha) as cluster:
         print(cluster.master_url, flush=True)
         print(
             f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
-            " Ctrl-C stops them",
+            f" the cluster secret is {cluster.secret_file}; Ctrl-C stops them",
             file=sys.stderr,
         )
         _wait_for_signal()
@@ -190,6 +259,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
         return 2
+    _secret_env(args)
     return main_demo(parse_size(args.size), args.mappers, args.partitions, args.workers, args.json)
 
 
@@ -198,6 +268,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from croupier.tools.bench import main_bench
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    _secret_env(args)
 
     return main_bench(
         scenarios,
@@ -218,6 +289,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from croupier.tools.verify import main_verify
 
+    _secret_env(args)
     return main_verify(args.shuffles, args.seed, ha=args.ha, faults=args.faults, as_json=args.json)
 
 
@@ -226,7 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench, _add_verify):
+    for add in (
+        _add_master,
+        _add_admin,
+        _add_worker,
+        _add_local,
+        _add_demo,
+        _add_bench,
+        _add_verify,
+        _add_secret,
+    ):
         add(sub)
     return parser
 
@@ -249,6 +330,7 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         default=MasterConfig().max_apps,
         help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
     )
+    _add_secret_flag(m, "the cluster secret (default: <data-dir>/secret, created; required with --ha)")
     m.set_defaults(func=cmd_master)
 
 
@@ -261,6 +343,7 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         "action", choices=["status", "workers", "apps", "shuffles", "decommission", "exclude", "include"]
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
+    _add_secret_flag(a, "the cluster secret: admin signs as a member")
     a.set_defaults(func=cmd_admin)
 
 
@@ -289,6 +372,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         default=WorkerConfig().partition_actors,
         help="actor threads that own the locations, each a shard of them (0 = one per location)",
     )
+    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
     w.set_defaults(func=cmd_worker)
 
 
@@ -297,6 +381,7 @@ def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc.add_argument("--workers", type=int, default=3)
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
+    _add_secret_flag(loc, "the cluster secret (default: <data-dir>/secret, created)")
     loc.set_defaults(func=cmd_local)
 
 
@@ -307,6 +392,7 @@ def _add_demo(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     d.add_argument("--partitions", type=int, default=64)
     d.add_argument("--workers", type=int, default=3)
     d.add_argument("--json", action="store_true")
+    _add_secret_flag(d, "the cluster secret (default: one created under the demo's directory)")
     d.set_defaults(func=cmd_demo)
 
 
@@ -328,6 +414,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument("--commands", type=int, default=20_000)
     b.add_argument("--clients", type=int, default=4)
     b.add_argument("--json", action="store_true")
+    _add_secret_flag(b, "the cluster secret (default: one created under each run's directory)")
     b.set_defaults(func=cmd_bench)
 
 
@@ -346,7 +433,14 @@ def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         " (default: every kind that applies)",
     )
     v.add_argument("--json", action="store_true", help="end with one JSON line (the matrix and totals)")
+    _add_secret_flag(v, "the cluster secret (default: one created under the run's directory)")
     v.set_defaults(func=cmd_verify)
+
+
+def _add_secret(sub: _Subparsers[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("secret", help="create a new cluster secret file (mode 0600) and print its path")
+    s.add_argument("file", help="where to write it (it must not exist)")
+    s.set_defaults(func=cmd_secret)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

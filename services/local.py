@@ -34,7 +34,9 @@ from croupier.core.replies import StatusReply
 from croupier.services._lifecycle import Service
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
+from croupier.transports.secret import ClusterSecret, ensure_secret_file, secret_file_from_env
 
 __all__ = ["LocalCluster"]
 
@@ -93,6 +95,10 @@ class LocalCluster(Service):
     processes: run master and workers as subprocesses.
     master_config, worker_config: in-process settings.
     worker_args: extra CLI arguments for worker subprocesses.
+    secure: check every request against a cluster secret (PROTOCOL §2.1). Default: on for
+        subprocesses (as ``croupier local`` runs them), off in-process (library tests).
+    secret_file: the secret to use; default ``$CROUPIER_SECRET_FILE``, else ``<base_dir>/secret``
+        (created). Every master and worker started here gets it (``--secret-file``).
     """
 
     def __init__(
@@ -107,6 +113,8 @@ class LocalCluster(Service):
         ha: bool = False,
         masters: int = 3,
         session_timeout: float = 2.0,
+        secure: bool | None = None,
+        secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.num_workers = workers
         self.ha = ha
@@ -121,6 +129,10 @@ class LocalCluster(Service):
             base_dir = self._tmp.name
         self.base_dir = Path(base_dir)
         self.processes = processes
+        self.secure = processes if secure is None else secure
+        given = secret_file_from_env(str(secret_file) if secret_file is not None else None)
+        self.secret_file = Path(given) if given else self.base_dir / "secret"
+        self.secret: ClusterSecret | None = None
         self.master_config = master_config or MasterConfig(takeover_grace=5.0, worker_timeout=30.0)
         self.worker_config = worker_config or WorkerConfig(heartbeat_interval=1.0)
         self._worker_args = worker_args or []
@@ -133,11 +145,19 @@ class LocalCluster(Service):
     def start(self, timeout: float = 60.0) -> Self:
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
+            if self.secure:
+                self.secret, _ = ensure_secret_file(self.secret_file)
             if self.ha:
                 self._start_ha()
             elif self.processes:
                 self._master_proc = _Child(
-                    ["master", "--data-dir", str(self.base_dir / "master"), *self._master_flags()],
+                    [
+                        "master",
+                        "--data-dir",
+                        str(self.base_dir / "master"),
+                        *self._master_flags(),
+                        *self._secret_flags(),
+                    ],
                     self.base_dir / "master.log",
                 )
                 self.master_url = self._master_proc.first_line
@@ -145,7 +165,10 @@ class LocalCluster(Service):
                     self._worker_procs.append(self._spawn_worker(i))
             else:
                 self.master = MasterService(
-                    "tcp://127.0.0.1:0", self.base_dir / "master", config=self.master_config
+                    "tcp://127.0.0.1:0",
+                    self.base_dir / "master",
+                    config=self.master_config,
+                    secret=self.secret,
                 ).start()
                 self.master_url = self.master.url
                 for i in range(self.num_workers):
@@ -168,6 +191,9 @@ class LocalCluster(Service):
             "--grace",
             f"{cfg.takeover_grace}s",
         ]
+
+    def _secret_flags(self) -> list[str]:
+        return ["--secret-file", str(self.secret_file)] if self.secret is not None else []
 
     def _start_ha(self) -> None:
         """A local ZooKeeper (from the system install), then the master ensemble, then workers."""
@@ -194,6 +220,7 @@ class LocalCluster(Service):
                     "--session-timeout",
                     f"{self.session_timeout}s",
                     *self._master_flags(),
+                    *self._secret_flags(),
                 ],
                 self.base_dir / f"master{i}.log",
             )
@@ -205,7 +232,11 @@ class LocalCluster(Service):
             from croupier.services.ha_master import HaMasterService
 
             member = HaMasterService(
-                "tcp://127.0.0.1:0", self.master_url, config=cfg, session_timeout=self.session_timeout
+                "tcp://127.0.0.1:0",
+                self.master_url,
+                config=cfg,
+                session_timeout=self.session_timeout,
+                secret=self.secret,
             ).start()
             if i < len(self.ha_masters):
                 self.ha_masters[i] = member
@@ -248,7 +279,9 @@ class LocalCluster(Service):
         return [self.base_dir / f"worker{i}" / "disk0"]
 
     def _worker(self, i: int) -> WorkerService:
-        return WorkerService(self.master_url, self._worker_dirs(i), config=self.worker_config)
+        return WorkerService(
+            self.master_url, self._worker_dirs(i), config=self.worker_config, secret=self.secret
+        )
 
     def _spawn_worker(self, i: int) -> _Child:
         dirs = ",".join(str(d) for d in self._worker_dirs(i))
@@ -270,6 +303,7 @@ class LocalCluster(Service):
                 str(self.worker_config.flush_threshold),
                 "--chunk-size",
                 str(self.worker_config.chunk_size),
+                *self._secret_flags(),
                 *self._worker_args,
             ],
             self.base_dir / f"worker{i}.log",
@@ -284,7 +318,8 @@ class LocalCluster(Service):
         return dict(to_json(self._status()))
 
     def _status(self) -> StatusReply:
-        with MasterClient(self.master_url, timeout=10, attempts=3) as client:
+        signer = Signer.member(self.secret)
+        with MasterClient(self.master_url, timeout=10, attempts=3, signer=signer) as client:
             return client.request(Status(), StatusReply)
 
     def wait_for_workers(self, n: int, timeout: float = 60.0) -> None:
