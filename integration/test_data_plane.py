@@ -18,6 +18,7 @@ from croupier.core.errors import BadRequest, CroupierError, DataLostError
 from croupier.core.replies import LocationsReply, decode_reply
 from croupier.core.wire import Header, Kind, MsgType
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 
 pytestmark = pytest.mark.integration
@@ -188,7 +189,7 @@ WORKER_GARBAGE = [
 def test_garbage_on_every_worker_port_gets_bad_request_and_the_worker_keeps_serving(
     cluster: LocalCluster,
 ) -> None:
-    with MasterClient(cluster.master_url) as master:
+    with MasterClient(cluster.master_url, signer=Signer.member(cluster.secret)) as master:
         worker = master.call(c.Status())["workers"][0]
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     try:

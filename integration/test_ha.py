@@ -23,6 +23,7 @@ from croupier.core.commands import encode_command
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
 
@@ -45,8 +46,10 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield cl
 
 
-def call(url: str, command: c.Command, timeout: float = 5.0) -> dict[str, object]:
-    with RpcClient(url, timeout=timeout, retries=0) as client:
+def call(
+    url: str, command: c.Command, timeout: float = 5.0, signer: Signer | None = None
+) -> dict[str, object]:
+    with RpcClient(url, timeout=timeout, retries=0, signer=signer) as client:
         return client.call(*encode_command(command)).body
 
 
@@ -183,7 +186,7 @@ def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
     except CroupierError:
         landed_reply = False
     time.sleep(1.0)
-    status = call(new_url, c.Status())
+    status = call(new_url, c.Status(), signer=Signer.member(cluster.secret))
     apps = {a["app_id"] for a in status["apps"]}  # type: ignore[union-attr]
     assert "after-takeover" in apps
     assert "stale-write" not in apps or not landed_reply or _role(old_url) != "leader"
