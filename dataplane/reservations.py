@@ -45,6 +45,7 @@ class _Placed:
     n_pairs: int = 0  # len(pairs): partition p at epoch 0 is on pairs[p % n_pairs]
     mine: dict[int, Pair] = field(default_factory=dict)  # index in pairs -> pair, for pairs naming me
     revived: dict[tuple[int, int], Pair] = field(default_factory=dict)  # (partition, epoch) -> pair
+    peers: dict[str, str] = field(default_factory=dict)  # replica -> its registered replicate URL
 
     def pair(self, partition: int, epoch: int) -> Pair | None:
         if epoch == 0:
@@ -102,20 +103,34 @@ class Reservations:
             if r.pairs:
                 placed.n_pairs, placed.mine = len(r.pairs), mine
             placed.revived.update(revived)
+            placed.peers.update(r.peers)
             self._entries += new
             return len(self._shuffles)
 
     def check_push(
-        self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...], replica: str | None
+        self,
+        app_id: str,
+        shuffle_id: int,
+        batches: tuple[tuple[int, int], ...],
+        replica: str | None,
+        replica_url: str | None = None,
     ) -> None:
-        """Refuse a PUSH unless every batch's location is placed here as primary, with ``replica``.
+        """Refuse a PUSH unless every batch's location is placed here as primary, with ``replica``
+        at the replicate URL the master gave for it (when its ``RESERVE`` named one and a URL is given).
 
         Raises:
             StaleLocation: a location is not held here as primary at that epoch.
-            BadRequest: a partition out of range, or ``replica`` is not the location's placed peer.
+            BadRequest: a partition out of range, ``replica`` is not the location's placed peer,
+                or ``replica_url`` is not where that peer registered.
         """
         with self._lock:
             placed = self._placed(app_id, shuffle_id)
+            pinned = placed.peers.get(replica) if replica is not None else None
+            if pinned is not None and replica_url is not None and pinned != replica_url:
+                raise BadRequest(
+                    f"the replica {replica} of {app_id}/{shuffle_id} is at {pinned}, the push names"
+                    f" {replica_url}: a worker forwards only to where the master placed its peer"
+                )
             for partition, epoch in set(batches):
                 pair = self._pair(placed, app_id, shuffle_id, partition, epoch, CopyRole.PRIMARY)
                 if replica != pair[1]:
