@@ -196,3 +196,26 @@ def test_a_server_without_a_secret_takes_signed_requests_too(ctx: zmq.Context[zm
     finally:
         client.close()
         server.stop()
+
+
+def test_protocol_doc_prints_the_vector_and_the_access_table() -> None:
+    import re
+    from pathlib import Path
+
+    from croupier.core.access import ACCESS, Access
+
+    doc = (Path(__file__).resolve().parents[2] / "PROTOCOL.md").read_text()
+    section = doc[doc.index("### 2.1 Authentication") : doc.index("## 3. Error codes")]
+    for text in (
+        SECRET.member_key.hex(),
+        SECRET.app_key("app-1").hex(),
+        "43 52 50 52 01 00 24 00 07 00 00 00 00 00 00 00 00 00 01 00",
+        "02 00 00 00 00 00 00 00 00 a0 0b a9 d8 44 06 00",
+        "32f85f97936f2a7db7a19a04c675d37c3aab5db60f0458d2617676d866d66215",
+    ):
+        assert text in section, text
+    documented: dict[str, Access] = {}
+    for level, names in re.findall(r"^\| (open|app|member) \| [^|]+ \| ([^|]+) \|$", section, re.M):
+        for name in re.findall(r"`([A-Z_]+)`", names):
+            documented[name] = Access[level.upper()]
+    assert documented == {MsgType(t).name: a for t, a in ACCESS.items()}
