@@ -63,6 +63,9 @@ __all__ = ["App", "Client", "Shuffle", "connect"]
 
 log = logging.getLogger(__name__)
 
+# the app keys every client of this process has learned from REGISTER_APP
+_PROCESS_KEYS = Signer()
+
 
 def connect(url: str, *, config: ClientConfig | None = None) -> Client:
     """A client of the master at ``url`` (``tcp://host:port[,tcp://host:port...]``).
@@ -84,8 +87,9 @@ class Client:
     def __init__(self, url: str, *, config: ClientConfig | None = None) -> None:
         self.url = url
         self.config = config or ClientConfig()
-        # signs each app's requests with the key REGISTER_APP returned (PROTOCOL §2.1)
-        self._signer = Signer()
+        # signs each app's requests with the key REGISTER_APP returned (PROTOCOL §2.1); shared by
+        # the clients of this process, so that another client here can open the app's shuffles
+        self._signer = _PROCESS_KEYS
         self._master = MasterClient(
             url,
             timeout=self.config.rpc_timeout,
