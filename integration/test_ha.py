@@ -57,7 +57,7 @@ def roles(cluster: LocalCluster) -> dict[str, dict[str, object]]:
     out = {}
     for url in cluster.master_urls():
         try:
-            out[url] = call(url, c.Status(), timeout=2.0)
+            out[url] = call(url, c.Status(), timeout=2.0, signer=Signer.member(cluster.secret))
         except CroupierError:
             continue
     return out
@@ -67,7 +67,7 @@ def leader_of(cluster: LocalCluster) -> tuple[int, dict[str, object]]:
     for _ in range(200):
         for i, url in enumerate(cluster.master_urls()):
             try:
-                status = call(url, c.Status(), timeout=2.0)
+                status = call(url, c.Status(), timeout=2.0, signer=Signer.member(cluster.secret))
             except CroupierError:
                 continue
             if status["master"]["role"] == "leader":  # type: ignore[index]
@@ -244,7 +244,7 @@ def test_zookeeper_down_refuses_writes_clearly_and_keeps_serving_reads(cluster: 
             with pytest.raises(Unavailable) as info:
                 call(url, c.RegisterApp("while-down", "while-down"))
             assert info.value.retriable
-            loc = call(url, c.GetLocations(sh.app_id, sh.shuffle_id, 2))
+            loc = call(url, c.GetLocations(sh.app_id, sh.shuffle_id, 2), signer=Signer.member(cluster.secret))
             assert loc["committed"] is True
         finally:
             cluster.zookeeper.start_node(0)
