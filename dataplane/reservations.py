@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from croupier.core.dataplane import Reserve
 from croupier.core.enums import CopyRole
-from croupier.core.errors import BadRequest, Congested, StaleLocation
+from croupier.core.errors import BadRequest, Congested, StaleLocation, Unavailable
 from croupier.dataplane.identity import Identity
 
 __all__ = ["MAX_RESERVATIONS", "Reservations"]
@@ -120,16 +120,19 @@ class Reservations:
 
         Raises:
             StaleLocation: a location is not held here as primary at that epoch.
-            BadRequest: a partition out of range, ``replica`` is not the location's placed peer,
-                or ``replica_url`` is not where that peer registered.
+            BadRequest: a partition out of range, or ``replica`` is not the location's placed peer.
+            Unavailable: ``replica_url`` is not where the master said that peer is (it moved,
+                or a client names another address): handled like a failed replica, with
+                ``details.failed_worker``, so that the writer revives; nothing is forwarded.
         """
         with self._lock:
             placed = self._placed(app_id, shuffle_id)
             pinned = placed.peers.get(replica) if replica is not None else None
             if pinned is not None and replica_url is not None and pinned != replica_url:
-                raise BadRequest(
+                raise Unavailable(
                     f"the replica {replica} of {app_id}/{shuffle_id} is at {pinned}, the push names"
-                    f" {replica_url}: a worker forwards only to where the master placed its peer"
+                    f" {replica_url}: a worker forwards only to where the master placed its peer",
+                    {"failed_worker": replica},
                 )
             for partition, epoch in set(batches):
                 pair = self._pair(placed, app_id, shuffle_id, partition, epoch, CopyRole.PRIMARY)

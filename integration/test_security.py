@@ -330,7 +330,7 @@ def test_a_push_cannot_redirect_a_worker_to_another_address(cluster: LocalCluste
         }
         data = b"\x01\x00\x00\x00x"
         status, _ = raw(_url(primary, "push_port"), PUSH, body, (_batch(0, 0, 0, data), data), key=key)
-        assert status == 1  # BAD_REQUEST: not where the master placed the replica
+        assert status == 12  # UNAVAILABLE (failed_worker = the replica): not where the master placed it
         assert not trap.poll(500), "the worker connected where the push said"
     finally:
         trap.close(0)
