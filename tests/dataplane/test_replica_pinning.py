@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from croupier.actors.reservations import shuffle_reserves
@@ -32,8 +34,6 @@ def test_peers_are_checked_on_the_wire() -> None:
 
 def test_the_master_sends_each_primary_its_replicas_registered_addresses() -> None:
     state = MasterState()
-    import random
-
     rng = random.Random(1)
     commands: list[c.Command] = [
         c.RegisterWorker("w1", "10.0.0.1", 1, 2, 7001, 4, 100, "i1"),
