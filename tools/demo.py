@@ -212,6 +212,15 @@ class _Job:
     mappers: int
     partitions: int
     procs: int
+    app_key: str = ""  # hex; the tasks' clients sign the app's requests with it (README "Security")
+
+
+def _trust_app(app_id: str, app_key: str) -> None:
+    """Pool initializer: this process's clients sign ``app_id``'s requests with its key."""
+    if app_key:
+        from croupier._client import _PROCESS_KEYS
+
+        _PROCESS_KEYS.add_app(app_id, bytes.fromhex(app_key))
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -223,7 +232,9 @@ def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
 def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, float, int, int]:
     """Run the map tasks; (clock start, end of the pushes, bytes written, records)."""
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
+    ) as pool:
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
@@ -245,7 +256,9 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
     ctx = multiprocessing.get_context("spawn")
     chunks = [list(range(i, job.partitions, job.procs)) for i in range(job.procs)]
     results: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
+    ) as pool:
         _warm_pool(pool, job.procs)
         reading = time.perf_counter()
         reads = [
@@ -309,7 +322,8 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs)
+        key = app.app_key.hex() if app.app_key is not None else ""
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
