@@ -177,7 +177,13 @@ def request_frames(
 
 @dataclass(slots=True)
 class _Seen:
-    """The nonces of one identity still inside the window, and the floor below which all are refused."""
+    """What one identity sent inside the window, and the floor at or below which all is refused.
+
+    Each request is remembered as one int: its nonce in the high bits and the first 8 bytes
+    of its MAC in the low 64, so that ordering is by nonce and two requests of the same
+    identity that drew the same microsecond (two processes of one app) are both taken;
+    a replay, the same request again, has the same nonce and MAC.
+    """
 
     floor: int = 0
     nonces: set[int] = field(default_factory=set)
@@ -239,7 +245,7 @@ class Verifier:
         mac = auth_mac(key, header, auth[:16], raw_body, payloads[0] if payloads else None)
         if not hmac.compare_digest(mac, bytes(auth[16:48])):
             raise Unauthorized("bad MAC")
-        self._fresh((scheme, identity), nonce)
+        self._fresh((scheme, identity), nonce, mac)
         if not allows(msg_type, Scheme(scheme)):
             raise Unauthorized("this request must be signed by a member")
         return Scheme(scheme)
@@ -261,8 +267,8 @@ class Verifier:
             self._app_keys.move_to_end(app_id)
         return key, app_id
 
-    def _fresh(self, identity: tuple[int, str], nonce: int) -> None:
-        """Refuse a nonce out of the window or seen before; remember it (bounded)."""
+    def _fresh(self, identity: tuple[int, str], nonce: int, mac: bytes) -> None:
+        """Refuse a nonce out of the window, or a request seen before; remember it (bounded)."""
         now = int(self._clock() * 1_000_000)
         if abs(nonce - now) > self._window_us:
             raise Unauthorized("the nonce is out of the server's time window (check the clocks)")
@@ -271,14 +277,16 @@ class Verifier:
         seen = self._seen.get(identity)
         if seen is None:
             seen = self._seen[identity] = _Seen()
-        if nonce <= seen.floor or nonce in seen.nonces:
-            raise Unauthorized("a replayed nonce")
-        seen.nonces.add(nonce)
-        heapq.heappush(seen.heap, nonce)
+        mark = (nonce << 64) | int.from_bytes(mac[:8], "little")
+        if mark <= seen.floor or mark in seen.nonces:
+            raise Unauthorized("a replayed request (its nonce and MAC were seen before)")
+        seen.nonces.add(mark)
+        heapq.heappush(seen.heap, mark)
         self._prune(seen, now)
 
     def _prune(self, seen: _Seen, now: int) -> None:
-        while seen.heap and (seen.heap[0] < now - self._window_us or len(seen.heap) > self._max_nonces):
+        oldest_kept = (now - self._window_us) << 64
+        while seen.heap and (seen.heap[0] < oldest_kept or len(seen.heap) > self._max_nonces):
             oldest = heapq.heappop(seen.heap)
             seen.nonces.discard(oldest)
             seen.floor = max(seen.floor, oldest)

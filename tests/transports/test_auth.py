@@ -219,3 +219,20 @@ def test_protocol_doc_prints_the_vector_and_the_access_table() -> None:
         for name in re.findall(r"`([A-Z_]+)`", names):
             documented[name] = Access[level.upper()]
     assert documented == {MsgType(t).name: a for t, a in ACCESS.items()}
+
+
+def test_two_processes_of_one_app_may_draw_the_same_microsecond() -> None:
+    # nonces come from each process's clock: equal ones of different requests are no replay
+    verifier = Verifier(SECRET, clock=lambda: 1_000.0)
+    key = SECRET.app_key("a1")
+    body = {"app_id": "a1", "shuffle_id": 0}
+    data = encode_body(body)
+    prefix = bytes([2]) + bytes(7) + (1_000 * 1_000_000).to_bytes(8, "little")
+    frames = []
+    for request_id in (1, 2):  # two clients' first requests, at the same microsecond
+        header = Header(Kind.REQUEST, MsgType.GET_SHUFFLE, request_id, flags=AUTH_FLAG).encode()
+        frames.append((header, prefix + auth_mac(key, header, prefix, data, None)))
+    for header, auth in frames:
+        assert verifier.check(MsgType.GET_SHUFFLE, header, body, data, auth, []) is Scheme.APP
+    with pytest.raises(Unauthorized):  # the very same request again is a replay
+        verifier.check(MsgType.GET_SHUFFLE, frames[0][0], body, data, frames[0][1], [])
