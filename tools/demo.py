@@ -223,6 +223,11 @@ def _trust_app(app_id: str, app_key: str) -> None:
         _PROCESS_KEYS.add_app(app_id, bytes.fromhex(app_key))
 
 
+def _key(app: Any) -> str:
+    """The app's key in hex, for the task processes ("" from a master without a secret)."""
+    return app.app_key.hex() if app.app_key is not None else ""
+
+
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
     """Start every pool process (and import croupier there): start-up is not shuffle time."""
     for warm in [pool.submit(_warm) for _ in range(procs)]:
@@ -322,8 +327,7 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        key = app.app_key.hex() if app.app_key is not None else ""
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key)
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, _key(app))
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
