@@ -46,7 +46,7 @@ from croupier.core.commands import (
     UnregisterShuffle,
 )
 from croupier.core.config import ClientConfig
-from croupier.core.errors import CroupierError, InternalError, Unavailable, UnknownApp
+from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable, UnknownApp
 from croupier.core.replies import (
     AppHeartbeatReply,
     ChangedReply,
@@ -114,8 +114,7 @@ class Client:
             BadRequest: an invalid name or id.
             CroupierError: the master refused or could not be reached.
         """
-        chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
-        body = self._master.call(RegisterApp(name, chosen))
+        body = self._register(name, app_id)
         reply = decode_reply(
             RegisterAppReply, {k: v for k, v in body.items() if k != "app_key"}, "RegisterApp"
         )
@@ -130,6 +129,23 @@ class Client:
             self._apps.append(app)
         app._start_heartbeats()
         return app
+
+    def _register(self, name: str, app_id: str | None) -> dict[str, Any]:
+        """The master's REGISTER_APP reply, for ``app_id`` or an id chosen here.
+
+        A chosen id refused as ``UNAUTHORIZED`` was registered by this very call, whose
+        reply was lost (a repeat must be signed with a key it never got, PROTOCOL §2.1):
+        a new id is chosen once, and the first app expires unused.
+        """
+        for last in (False, True):
+            chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
+            try:
+                return self._master.call(RegisterApp(name, chosen))
+            except Unauthorized:
+                if app_id is not None or last:
+                    raise
+                log.warning("app %s was registered but its key was lost; registering another id", chosen)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def open_shuffle(self, app_id: str, shuffle_id: int) -> Shuffle:
         """A registered shuffle, known only by its ids (for example in another process).

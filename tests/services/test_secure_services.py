@@ -90,3 +90,25 @@ def test_the_worker_registers_signed_and_refuses_the_unsigned(master: MasterServ
             anyone.call(MsgType.PING)  # open
         with RpcClient(worker.urls["control"], timeout=10, retries=0, signer=Signer.member(SECRET)) as m:
             assert m.call(MsgType.DESTROY, body).body == {"removed": 0}
+
+
+def test_the_sdk_registers_another_id_when_the_key_of_its_first_was_lost(
+    master: MasterService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import croupier
+    from croupier import _client
+
+    with _client_of(master) as anyone:
+        anyone.call(c.RegisterApp("job", "job-aaaaaaaaaa"))  # as if its reply had been lost
+    tokens = iter(["aaaaaaaaaa", "bbbbbbbbbb"])
+    monkeypatch.setattr(_client.secrets, "token_hex", lambda _n: next(tokens))
+    with croupier.connect(master.url) as client:
+        app = client.register_app("job")
+        assert app.app_id == "job-bbbbbbbbbb"
+        assert app.app_key == SECRET.app_key("job-bbbbbbbbbb")
+        with pytest.raises(Unauthorized):  # an id the caller gives is not replaced
+            client.register_app("job", app_id="job-aaaaaaaaaa")
+
+
+def _client_of(master: MasterService) -> MasterClient:
+    return MasterClient(master.url, timeout=10, attempts=1)
