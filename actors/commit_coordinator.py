@@ -28,6 +28,7 @@ from croupier.core.dataplane import CommitFiles, CommitFilesReply, Destroy, Dest
 from croupier.core.errors import BadRequest, CroupierError
 from croupier.core.state import Winner
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
 from croupier.transports.rpc import Reply
 
@@ -54,6 +55,8 @@ class CommitCoordinator:
     timeout: per-try timeout of a worker RPC (a commit flushes what is buffered).
     tries: tries per worker; a worker the master declares lost gets no more tries.
     curve: talk CURVE to the workers, with this server key.
+    signer: the member signer of ``COMMIT_FILES`` and ``DESTROY`` (PROTOCOL §2.1), and of
+        the ``RESERVE`` sender the master actor builds beside it; None = unsigned.
 
     All worker RPCs go through one ``AsyncRpcClient``; its callbacks run on its
     thread, so nothing here blocks, and ``stop`` ends everything at once.
@@ -66,11 +69,14 @@ class CommitCoordinator:
         timeout: float = 20.0,
         tries: int = 3,
         curve: CurveClient | None = None,
+        signer: Signer | None = None,
     ) -> None:
+        self.signer = signer
+        self.curve = curve
         self._submit = submit
         self._timeout = timeout
         self._tries = tries
-        self._client = AsyncRpcClient(timeout=timeout, name="master-commit", curve=curve)
+        self._client = AsyncRpcClient(timeout=timeout, name="master-commit", curve=curve, signer=signer)
         self._client.start()
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()

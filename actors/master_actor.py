@@ -47,6 +47,7 @@ from croupier.core.commands import (
     AppHeartbeat,
     Command,
     LoseWorker,
+    RegisterApp,
     RegisterShuffle,
     RegisterWorker,
     RevivePartition,
@@ -57,7 +58,7 @@ from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
 from croupier.core.enums import CopyRole, WorkerStatus
-from croupier.core.errors import CroupierError, InternalError, Unavailable
+from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable
 from croupier.core.events import (
     AppExpired,
     AppRegistered,
@@ -79,7 +80,16 @@ from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 from croupier.transports.curve import CurveClient
 
-__all__ = ["MasterActor", "Reload", "ReplyFn", "SetWritable", "Submit", "SubmitMany", "Tick"]
+__all__ = [
+    "MasterActor",
+    "Reload",
+    "ReplyFn",
+    "SetWritable",
+    "Submit",
+    "SubmitMany",
+    "Tick",
+    "UnsignedRegisterApp",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +107,12 @@ class SubmitMany:
     """A burst of commands read together: one actor message instead of one each."""
 
     items: list[tuple[Command, ReplyFn | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class UnsignedRegisterApp(RegisterApp):
+    """A ``REGISTER_APP`` that came unsigned (PROTOCOL §2.1): it may create its app, but a
+    repeat naming a registered app is ``UNAUTHORIZED`` (the reply would hand out its key)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +194,9 @@ class MasterActor(pykka.ThreadingActor):
             self._load()
             self._committer.start()
             if self._coordinator is not None:  # side effects on workers: commits, and reservations
-                self._reserver = ReservationSender(curve=self._curve)
+                self._reserver = ReservationSender(
+                    curve=self._curve, signer=getattr(self._coordinator, "signer", None)
+                )
         except BaseException:
             # pykka calls neither on_stop nor on_failure when on_start raises
             self._stop_apps()
@@ -297,6 +315,12 @@ class MasterActor(pykka.ThreadingActor):
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
             self._committer.submit((), _deliver(reply, None, error))
             return
+        if isinstance(command, UnsignedRegisterApp):
+            if command.app_id in self.state.apps:
+                refusal = Unauthorized(f"app {command.app_id} is registered: a repeat must be signed")
+                self._committer.submit((), _deliver(reply, None, refusal))
+                return
+            command = RegisterApp(command.name, command.app_id)
         now = self._clock()
         command = self._enrich(command, now)
         try:

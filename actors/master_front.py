@@ -48,14 +48,26 @@ from croupier.actors.master_actor import (
     Submit,
     SubmitMany,
     Tick,
+    UnsignedRegisterApp,
 )
-from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
+from croupier.core.access import Scheme, public_status
+from croupier.core.commands import (
+    COMMAND_TYPES,
+    INTERNAL_TYPES,
+    Command,
+    RegisterApp,
+    Status,
+    TakeOver,
+    decode_command,
+)
 from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog
+from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveServer
 from croupier.transports.rpc import Request, Responder, RpcServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["IdleAnswer", "MasterFront"]
 
@@ -82,6 +94,8 @@ class MasterFront:
     ensemble: fields merged into the ``master`` object of a served ``STATUS`` reply.
     takeover_timeout: how long ``take_seat`` waits for ``TakeOver`` to be logged.
     curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
+    secret: the cluster secret: requests are checked against it (PROTOCOL §2.1) and the
+        master's own requests to workers are member-signed; None accepts every request.
     """
 
     def __init__(
@@ -96,7 +110,9 @@ class MasterFront:
         ensemble: Callable[[], dict[str, Any]] | None = None,
         takeover_timeout: float = 30.0,
         curve: CurveServer | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
+        self._secret = secret
         self.config = config or MasterConfig()
         self._curve = curve
         self._listen = listen
@@ -135,6 +151,7 @@ class MasterFront:
             on_batch_end=self._flush,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
             curve=self._curve,
+            verifier=verifier_for(self._secret),
         )
         self._server.start()
         if self.config.sweep_interval > 0:
@@ -218,7 +235,7 @@ class MasterFront:
                     log.debug("dropped %s: the master actor has stopped", type(command).__name__)
 
         worker_curve = self._curve.client() if self._curve is not None else None
-        coordinator = CommitCoordinator(submit, curve=worker_curve)
+        coordinator = CommitCoordinator(submit, curve=worker_curve, signer=Signer.member(self._secret))
         started: pykka.ThreadingFuture[None] = pykka.ThreadingFuture()
         actor = MasterActor.start(
             event_log,
@@ -286,13 +303,19 @@ class MasterFront:
     def _on_request(self, request: Request, responder: Responder) -> None:
         # decode here, decide on the actor thread
         command = decode_command(request.msg_type, request.body)
+        if isinstance(command, RegisterApp) and command.app_id is not None and request.scheme is Scheme.NONE:
+            # unsigned: it may create this app, but not repeat it (that would hand out its key)
+            command = UnsignedRegisterApp(command.name, command.app_id)
+        public = isinstance(command, Status) and request.scheme is not Scheme.MEMBER
         if self._actor is None:
-            responder.ok(self._when_idle(command))
+            body = self._when_idle(command)
+            responder.ok(public_status(body) if public else body)
             return
-        self._burst.append((command, self._replier(command, responder)))
+        self._burst.append((command, self._replier(command, responder, public)))
 
-    def _replier(self, command: Command, responder: Responder) -> ReplyFn:
+    def _replier(self, command: Command, responder: Responder, public: bool) -> ReplyFn:
         ensemble = self._ensemble if isinstance(command, Status) else None
+        secret = self._secret if isinstance(command, RegisterApp) else None
 
         def reply(body: dict[str, Any] | None, error: CroupierError | None) -> None:
             if error is not None:
@@ -300,7 +323,10 @@ class MasterFront:
                 return
             if ensemble is not None and body is not None:
                 body["master"].update(ensemble())
-            responder.ok(body)
+            if secret is not None and body is not None and "app_key" not in body:
+                # REGISTER_APP hands the app its key (PROTOCOL §2.1); workers derive the same one
+                body["app_key"] = secret.app_key(str(body["app_id"])).hex()
+            responder.ok(public_status(body) if public and body is not None else body)
 
         return reply
 

@@ -28,6 +28,7 @@ from croupier.core.events import Event, PartitionRevived, ShuffleRegistered
 from croupier.core.state import MasterState
 from croupier.core.wire import MsgType
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
 from croupier.transports.rpc import Reply
 
@@ -84,17 +85,39 @@ def _addressed(state: MasterState, wid: str, incarnations: dict[str, str], messa
         return []
     incarnation = incarnations.get(wid, worker.incarnation)
     url = f"tcp://{worker.host}:{worker.control_port}"
-    return [(wid, url, dataclasses.replace(message, incarnation=incarnation))]
+    peers = _peers(state, wid, message)
+    return [(wid, url, dataclasses.replace(message, incarnation=incarnation, peers=peers))]
+
+
+def _peers(state: MasterState, wid: str, message: Reserve) -> tuple[tuple[str, str], ...]:
+    """The replicate URL of every replica ``wid`` forwards to in ``message``, as registered:
+    the worker refuses a PUSH naming any other URL for them (PROTOCOL §5.2)."""
+    replicas = {r for p, r in message.pairs if p == wid and r is not None}
+    replicas |= {r for _, _, p, r in message.revived if p == wid and r is not None}
+    out = []
+    for replica in sorted(replicas):
+        peer = state.workers.get(replica)
+        if peer is not None:
+            # the form of WorkerAddress.replicate_url, which writers put in their pushes
+            out.append((replica, f"tcp://{peer.host}:{peer.replicate_port}"))
+    return tuple(out)
 
 
 class ReservationSender:
     """Parameters:
     timeout: how long a reply waits for the workers' acks.
     curve: talk CURVE to the workers, with this server key.
+    signer: the member signer of ``RESERVE`` (PROTOCOL §2.1); None = unsigned.
     """
 
-    def __init__(self, *, timeout: float = RESERVE_TIMEOUT, curve: CurveClient | None = None) -> None:
-        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve", curve=curve)
+    def __init__(
+        self,
+        *,
+        timeout: float = RESERVE_TIMEOUT,
+        curve: CurveClient | None = None,
+        signer: Signer | None = None,
+    ) -> None:
+        self._client = AsyncRpcClient(timeout=timeout, name="master-reserve", curve=curve, signer=signer)
         self._client.start()
 
     def stop(self) -> None:

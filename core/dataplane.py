@@ -199,7 +199,10 @@ class Reserve:
     ``p`` lives on ``pairs[p % len(pairs)]``) and/or ``revived`` (``(partition, epoch,
     primary, replica)`` of locations made by ``PartitionRevived``). ``incarnation`` is the
     worker's when the master placed them: another one is ``STALE_LOCATION``.
-    ``replica`` is None exactly when ``replicate`` is false. Reply: ``ReserveReply``.
+    ``replica`` is None exactly when ``replicate`` is false. ``peers``: ``(worker_id,
+    replicate URL)`` of the replicas this worker forwards to, as registered with the
+    master: a PUSH naming another URL for them is refused (a worker connects only where
+    the master placed its peer). Reply: ``ReserveReply``.
     """
 
     TYPE = MsgType.RESERVE
@@ -210,9 +213,15 @@ class Reserve:
     replicate: bool
     pairs: tuple[tuple[str, str | None], ...] = ()
     revived: tuple[tuple[int, int, str, str | None], ...] = ()
+    peers: tuple[tuple[str, str], ...] = ()
 
     def validate(self) -> None:
         _location(self)
+        if len(self.peers) > self.num_partitions:
+            raise BadRequest(f"{len(self.peers)} peers for {self.num_partitions} partitions")
+        for peer, url in self.peers:
+            worker_id(peer)
+            check_tcp_url(url, "peers url")
         if not 1 <= self.num_partitions <= MAX_RESERVE_PARTITIONS:
             raise BadRequest(f"num_partitions must be in 1..{MAX_RESERVE_PARTITIONS}")
         if not self.pairs and not self.revived:

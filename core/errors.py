@@ -15,7 +15,7 @@
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
-    ├── Unauthorized          UNAUTHORIZED         missing or wrong credentials
+    ├── Unauthorized          UNAUTHORIZED         missing or wrong credentials (a tenant token, a signature)
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -233,7 +233,13 @@ class QuotaExceeded(CroupierError):
 
 
 class Unauthorized(CroupierError):
-    """Missing or wrong credentials (a tenant token, a MAC). Not retriable."""
+    """Missing or wrong credentials: a tenant token, or a request signature (not signed,
+    signed with the wrong key, replayed, or its clock is off).
+
+    Not retriable: the same request with the same credentials keeps failing. Members
+    sign with the cluster secret (``--secret-file``); apps with the key ``REGISTER_APP``
+    returned. Servers say why a signature failed only in their log, never to the sender.
+    """
 
     code = "UNAUTHORIZED"
     status = 18

@@ -122,7 +122,8 @@ class PushHandler:
         if push.replica is not None and push.replica.worker_id == self._identity.worker_id:
             raise BadRequest("the replica must be another worker")
         replica = None if push.replica is None else push.replica.worker_id
-        self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica)
+        url = None if push.replica is None else push.replica.url
+        self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica, url)
         if self._throttle is not None:  # before the digests: a refusal costs little
             self._throttle.check(push.app_id)
         verify_digests(batches)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from croupier.core.dataplane import Reserve
 from croupier.core.enums import CopyRole
-from croupier.core.errors import BadRequest, Congested, StaleLocation
+from croupier.core.errors import BadRequest, Congested, StaleLocation, Unavailable
 from croupier.dataplane.identity import Identity
 from croupier.transports.limiter import RESERVATION_BYTES, MemoryLimiter
 
@@ -48,6 +48,7 @@ class _Placed:
     n_pairs: int = 0  # len(pairs): partition p at epoch 0 is on pairs[p % n_pairs]
     mine: dict[int, Pair] = field(default_factory=dict)  # index in pairs -> pair, for pairs naming me
     revived: dict[tuple[int, int], Pair] = field(default_factory=dict)  # (partition, epoch) -> pair
+    peers: dict[str, str] = field(default_factory=dict)  # replica -> its registered replicate URL
 
     def pair(self, partition: int, epoch: int) -> Pair | None:
         if epoch == 0:
@@ -110,6 +111,7 @@ class Reservations:
             if r.pairs:
                 placed.n_pairs, placed.mine = len(r.pairs), mine
             placed.revived.update(revived)
+            placed.peers.update(r.peers)
             self._entries += new
             return len(self._shuffles)
 
@@ -128,16 +130,32 @@ class Reservations:
             )
 
     def check_push(
-        self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...], replica: str | None
+        self,
+        app_id: str,
+        shuffle_id: int,
+        batches: tuple[tuple[int, int], ...],
+        replica: str | None,
+        replica_url: str | None = None,
     ) -> None:
-        """Refuse a PUSH unless every batch's location is placed here as primary, with ``replica``.
+        """Refuse a PUSH unless every batch's location is placed here as primary, with ``replica``
+        at the replicate URL the master gave for it (when its ``RESERVE`` named one and a URL is given).
 
         Raises:
             StaleLocation: a location is not held here as primary at that epoch.
             BadRequest: a partition out of range, or ``replica`` is not the location's placed peer.
+            Unavailable: ``replica_url`` is not where the master said that peer is (it moved,
+                or a client names another address): handled like a failed replica, with
+                ``details.failed_worker``, so that the writer revives; nothing is forwarded.
         """
         with self._lock:
             placed = self._placed(app_id, shuffle_id)
+            pinned = placed.peers.get(replica) if replica is not None else None
+            if pinned is not None and replica_url is not None and pinned != replica_url:
+                raise Unavailable(
+                    f"the replica {replica} of {app_id}/{shuffle_id} is at {pinned}, the push names"
+                    f" {replica_url}: a worker forwards only to where the master placed its peer",
+                    {"failed_worker": replica},
+                )
             for partition, epoch in set(batches):
                 pair = self._pair(placed, app_id, shuffle_id, partition, epoch, CopyRole.PRIMARY)
                 if replica != pair[1]:

@@ -11,6 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from croupier.transports.auth import Signer
+from croupier.transports.secret import load_secret_file
+
 CLI = [sys.executable, "-m", "croupier.services.cli"]
 
 
@@ -62,10 +65,15 @@ class Proc:
         return self.popen.returncode
 
 
-def admin(url: str, *args: str, timeout: float = 30.0) -> Any:
-    """Run ``croupier admin --master URL ... --json`` and parse its output."""
+def member_signer(secret_file: Path) -> Signer:
+    """A member's signer from a secret file (a ``croupier master`` makes ``<data-dir>/secret``)."""
+    return Signer(load_secret_file(secret_file).member_key)
+
+
+def admin(url: str, *args: str, secret_file: Path, timeout: float = 30.0) -> Any:
+    """Run ``croupier admin --master URL --secret-file FILE ... --json`` and parse its output."""
     out = subprocess.run(
-        [*CLI, "admin", "--master", url, "--json", *args],
+        [*CLI, "admin", "--master", url, "--secret-file", str(secret_file), "--json", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

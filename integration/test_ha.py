@@ -23,6 +23,7 @@ from croupier.core.commands import encode_command
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
 
@@ -45,8 +46,10 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield cl
 
 
-def call(url: str, command: c.Command, timeout: float = 5.0) -> dict[str, object]:
-    with RpcClient(url, timeout=timeout, retries=0) as client:
+def call(
+    url: str, command: c.Command, timeout: float = 5.0, signer: Signer | None = None
+) -> dict[str, object]:
+    with RpcClient(url, timeout=timeout, retries=0, signer=signer) as client:
         return client.call(*encode_command(command)).body
 
 
@@ -54,7 +57,7 @@ def roles(cluster: LocalCluster) -> dict[str, dict[str, object]]:
     out = {}
     for url in cluster.master_urls():
         try:
-            out[url] = call(url, c.Status(), timeout=2.0)
+            out[url] = call(url, c.Status(), timeout=2.0, signer=Signer.member(cluster.secret))
         except CroupierError:
             continue
     return out
@@ -64,7 +67,7 @@ def leader_of(cluster: LocalCluster) -> tuple[int, dict[str, object]]:
     for _ in range(200):
         for i, url in enumerate(cluster.master_urls()):
             try:
-                status = call(url, c.Status(), timeout=2.0)
+                status = call(url, c.Status(), timeout=2.0, signer=Signer.member(cluster.secret))
             except CroupierError:
                 continue
             if status["master"]["role"] == "leader":  # type: ignore[index]
@@ -183,7 +186,7 @@ def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
     except CroupierError:
         landed_reply = False
     time.sleep(1.0)
-    status = call(new_url, c.Status())
+    status = call(new_url, c.Status(), signer=Signer.member(cluster.secret))
     apps = {a["app_id"] for a in status["apps"]}  # type: ignore[union-attr]
     assert "after-takeover" in apps
     assert "stale-write" not in apps or not landed_reply or _role(old_url) != "leader"
@@ -241,7 +244,7 @@ def test_zookeeper_down_refuses_writes_clearly_and_keeps_serving_reads(cluster: 
             with pytest.raises(Unavailable) as info:
                 call(url, c.RegisterApp("while-down", "while-down"))
             assert info.value.retriable
-            loc = call(url, c.GetLocations(sh.app_id, sh.shuffle_id, 2))
+            loc = call(url, c.GetLocations(sh.app_id, sh.shuffle_id, 2), signer=Signer.member(cluster.secret))
             assert loc["committed"] is True
         finally:
             cluster.zookeeper.start_node(0)

@@ -12,7 +12,7 @@ from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.proof import WinnerRuns
 from croupier.transports.master_client import MasterClient
-from integration.procs import Proc, admin
+from integration.procs import Proc, admin, member_signer
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
     master = Proc(["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "m1.log")
     procs.append(master)
     rng = random.Random(3)
-    with MasterClient(master.url) as client:
+    with MasterClient(master.url, signer=member_signer(data / "secret")) as client:
         for i in range(4):
             client.call(
                 c.RegisterWorker(f"w{i}", "127.0.0.1", 7000 + i, 7100 + i, 7200 + i, 7300 + i, 5000, "i1")
@@ -54,17 +54,17 @@ def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
         client.call(c.RevivePartition(str(apps[1]), 1, 0, 0, failed_workers=("w0",)))
         client.call(c.UnregisterShuffle(str(apps[2]), 2))
         client.call(c.ExcludeWorker("w3"))
-    before = admin(master.url, "status")
+    before = admin(master.url, "status", secret_file=data / "secret")
     assert len(before["workers"]) == 4 and len(before["apps"]) == 3 and len(before["shuffles"]) == 8
 
     master.kill9()
     restarted = Proc(["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "m2.log")
     procs.append(restarted)
-    after = admin(restarted.url, "status")
+    after = admin(restarted.url, "status", secret_file=data / "secret")
     assert durable(after) == durable(before)
     # admin's other views agree
-    assert admin(restarted.url, "workers") == before["workers"]
-    assert admin(restarted.url, "shuffles") == before["shuffles"]
+    assert admin(restarted.url, "workers", secret_file=data / "secret") == before["workers"]
+    assert admin(restarted.url, "shuffles", secret_file=data / "secret") == before["shuffles"]
 
 
 def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: list[Proc]) -> None:
@@ -76,7 +76,9 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
         )
         procs.append(master)
         # timeout > the 5 s the master waits for RESERVE acks from "w0", which is not a real worker
-        with MasterClient(master.url, attempts=1, timeout=15) as client:
+        with MasterClient(
+            master.url, attempts=1, timeout=15, signer=member_signer(data / "secret")
+        ) as client:
             if round_ == 0:
                 client.call(c.RegisterWorker("w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "i1"))
                 client.call(c.RegisterApp("job", "app"))
@@ -91,7 +93,7 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
         master.kill9()
     final = Proc(["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "final.log")
     procs.append(final)
-    with MasterClient(final.url) as client:
+    with MasterClient(final.url, signer=member_signer(data / "secret")) as client:
         shuffle = client.call(c.GetShuffle("app", 0))
         assert shuffle["mappers_ended"] == len(acked) == 600
         loc = client.call(c.GetLocations("app", 0, 0))

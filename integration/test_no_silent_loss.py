@@ -18,6 +18,7 @@ from croupier.core.dataplane import Destroy
 from croupier.core.errors import DataLostError
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
 from integration.conftest import local_cluster
@@ -109,9 +110,10 @@ def test_a_destroy_that_reached_one_worker_leaves_the_other_copies_readable(clus
         sh = app.register_shuffle(num_mappers=2, num_partitions=6)
         expected = write_all(sh, 2, 6, 200)
         check_all(sh, expected)
-        with MasterClient(cluster.master_url) as master:
+        member = Signer.member(cluster.secret)
+        with MasterClient(cluster.master_url, signer=member) as master:
             worker = master.call(c.Status())["workers"][0]
-        with RpcClient(f"tcp://127.0.0.1:{worker['control_port']}") as rpc:
+        with RpcClient(f"tcp://127.0.0.1:{worker['control_port']}", signer=member) as rpc:
             reply = rpc.call(MsgType.DESTROY, to_json(Destroy(sh.app_id, sh.shuffle_id)))
         assert reply.body["removed"] > 0
         check_all(sh, expected)

@@ -18,6 +18,7 @@ from croupier.core.dataplane import CommitFiles, CommitFilesReply, Push, Replica
 from croupier.core.errors import BadRequest, StaleLocation
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
 from croupier.transports.digest import batch_digest
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
@@ -31,7 +32,7 @@ def _url(address: dict[str, Any], port: str) -> str:
 
 def _placed(cluster: LocalCluster) -> tuple[str, int, dict[str, Any], dict[str, Any]]:
     """A registered shuffle and partition 0's epoch-0 primary and replica addresses."""
-    with MasterClient(cluster.master_url) as master:
+    with MasterClient(cluster.master_url, signer=Signer.member(cluster.secret)) as master:
         app = master.call(c.RegisterApp("placement"))["app_id"]
         sid = master.call(c.RegisterShuffle(app, 1, 4, replicate=True))["shuffle_id"]
         location = master.call(c.GetLocations(app, sid, 0))["locations"][0]
@@ -39,18 +40,24 @@ def _placed(cluster: LocalCluster) -> tuple[str, int, dict[str, Any], dict[str, 
 
 
 def _push(
-    primary: dict[str, Any], replica: dict[str, Any], app: str, sid: int, epoch: int, digest: bytes
+    primary: dict[str, Any],
+    replica: dict[str, Any],
+    app: str,
+    sid: int,
+    epoch: int,
+    digest: bytes,
+    signer: Signer | None,
 ) -> None:
     data = b"record" * 100
     header = BatchHeader(1, 0, 0, len(data), 0, digest)
     target = ReplicaTarget(replica["worker_id"], _url(replica, "replicate_port"), replica["incarnation"])
     body = Push(app, sid, primary["incarnation"], ((0, epoch),), target)
-    with RpcClient(_url(primary, "push_port"), timeout=10, retries=0) as rpc:
+    with RpcClient(_url(primary, "push_port"), timeout=10, retries=0, signer=signer) as rpc:
         rpc.call(int(MsgType.PUSH), to_json(body), [header.encode(), data])
 
 
-def _holds_nothing(address: dict[str, Any], app: str, sid: int) -> None:
-    with RpcClient(_url(address, "control_port"), timeout=10, retries=0) as rpc:
+def _holds_nothing(address: dict[str, Any], app: str, sid: int, signer: Signer | None) -> None:
+    with RpcClient(_url(address, "control_port"), timeout=10, retries=0, signer=signer) as rpc:
         info = from_json(WorkerInfoReply, rpc.call(int(MsgType.WORKER_INFO)).body)
         reply = from_json(
             CommitFilesReply, rpc.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles(app, sid))).body
@@ -65,20 +72,24 @@ def test_a_push_to_a_location_the_master_did_not_place_is_refused_and_stores_not
     app, sid, primary, replica = _placed(cluster)
     good = batch_digest(1, 0, 0, 0, b"record" * 100)  # map 1, attempt 0, batch 0, as _push builds it
     with pytest.raises(StaleLocation):
-        _push(primary, replica, app, sid + 100, 0, good)  # a shuffle the master never registered
+        _push(
+            primary, replica, app, sid + 100, 0, good, Signer.member(cluster.secret)
+        )  # a shuffle the master never registered
     with pytest.raises(StaleLocation):
-        _push(primary, replica, app, sid, 1, good)  # an epoch the master never made
+        _push(
+            primary, replica, app, sid, 1, good, Signer.member(cluster.secret)
+        )  # an epoch the master never made
     for address in (primary, replica):
-        _holds_nothing(address, app, sid + 100)
-        _holds_nothing(address, app, sid)
+        _holds_nothing(address, app, sid + 100, Signer.member(cluster.secret))
+        _holds_nothing(address, app, sid, Signer.member(cluster.secret))
 
 
 def test_a_push_with_a_bad_digest_gets_bad_request_and_stores_nothing(cluster: LocalCluster) -> None:
     app, sid, primary, replica = _placed(cluster)
     with pytest.raises(BadRequest, match="digest"):
-        _push(primary, replica, app, sid, 0, bytes(16))
+        _push(primary, replica, app, sid, 0, bytes(16), Signer.member(cluster.secret))
     for address in (primary, replica):
-        _holds_nothing(address, app, sid)
+        _holds_nothing(address, app, sid, Signer.member(cluster.secret))
 
 
 def _app_dirs(cluster: LocalCluster, app_id: str) -> list[Path]:

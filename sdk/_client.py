@@ -47,15 +47,16 @@ from croupier.core.commands import (
     UnregisterShuffle,
 )
 from croupier.core.config import ClientConfig
-from croupier.core.errors import CroupierError, Unavailable, UnknownApp
+from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable, UnknownApp
 from croupier.core.replies import (
     AppHeartbeatReply,
     ChangedReply,
     RegisterAppReply,
     ShuffleSummary,
-    StatusReply,
+    decode_reply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer
 from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
@@ -63,6 +64,9 @@ from croupier.transports.rpc import Reply
 __all__ = ["App", "Client", "Shuffle", "connect"]
 
 log = logging.getLogger(__name__)
+
+# the app keys every client of this process has learned from REGISTER_APP
+_PROCESS_KEYS = Signer()
 
 
 def connect(
@@ -108,12 +112,16 @@ class Client:
         self._tenant_token = tenant_token or os.environ.get("CROUPIER_TENANT_TOKEN") or None
         self.config = config or ClientConfig()
         self._curve = curve_client_from_env(curve_server_key or self.config.curve_server_key)
+        # signs each app's requests with the key REGISTER_APP returned (PROTOCOL §2.1); shared by
+        # the clients of this process, so that another client here can open the app's shuffles
+        self._signer = _PROCESS_KEYS
         self._master = MasterClient(
             url,
             timeout=self.config.rpc_timeout,
             attempts=self.config.rpc_retries + 1,
             deadline=self.config.failover_deadline,
             curve=self._curve,
+            signer=self._signer,
         )
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
@@ -134,10 +142,14 @@ class Client:
             QuotaExceeded: too many apps on the master.
             CroupierError: the master refused or could not be reached.
         """
-        chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
-        register = RegisterApp(name, chosen, tenant_token=self._tenant_token)
-        reply = self._master.request(register, RegisterAppReply)
+        body = self._register(name, app_id)
+        reply = decode_reply(
+            RegisterAppReply, {k: v for k, v in body.items() if k != "app_key"}, "RegisterApp"
+        )
         app = App(self, reply.app_id, reply.name)
+        app.app_key = _app_key(body)
+        if app.app_key is not None:
+            self._signer.add_app(app.app_id, app.app_key)
         with self._lock:
             if self._closed:
                 app.close()
@@ -145,6 +157,23 @@ class Client:
             self._apps.append(app)
         app._start_heartbeats()
         return app
+
+    def _register(self, name: str, app_id: str | None) -> dict[str, Any]:
+        """The master's REGISTER_APP reply, for ``app_id`` or an id chosen here.
+
+        A chosen id refused as ``UNAUTHORIZED`` was registered by this very call, whose
+        reply was lost (a repeat must be signed with a key it never got, PROTOCOL §2.1):
+        a new id is chosen once, and the first app expires unused.
+        """
+        for last in (False, True):
+            chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
+            try:
+                return self._master.call(RegisterApp(name, chosen, tenant_token=self._tenant_token))
+            except Unauthorized:
+                if app_id is not None or last:
+                    raise
+                log.warning("app %s was registered but its key was lost; registering another id", chosen)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def open_shuffle(self, app_id: str, shuffle_id: int) -> Shuffle:
         """A registered shuffle, known only by its ids (for example in another process).
@@ -155,13 +184,16 @@ class Client:
         return Shuffle(self, self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary))
 
     def status(self) -> dict[str, Any]:
-        """The master's status reply (workers, apps, shuffles), as JSON values.
+        """The master's status reply, as JSON values (PROTOCOL §4).
+
+        A master with a cluster secret shows apps only its counts (``{"term", "leader",
+        "seq", "counts", "master"}``, no ids); an open one (library use) the whole reply,
+        workers, apps and shuffles. ``croupier admin`` sees the whole reply.
 
         Raises:
-            InternalError: the master's reply is malformed.
             CroupierError: the master could not be reached.
         """
-        return dict(to_json(self._master.request(Status(), StatusReply)))
+        return dict(self._master.call(Status()))
 
     def close(self) -> None:
         """Stop heartbeats (apps are not unregistered) and the data-plane thread. Idempotent."""
@@ -209,7 +241,10 @@ class Client:
                 raise Unavailable("the client is closed")
             if self._data is None:
                 self._data = AsyncRpcClient(
-                    timeout=self.config.rpc_timeout, name="croupier-data", curve=self._curve
+                    timeout=self.config.rpc_timeout,
+                    name="croupier-data",
+                    curve=self._curve,
+                    signer=self._signer,
                 )
                 self._data.start()
             data = self._data
@@ -234,11 +269,27 @@ class Client:
                 self._apps.remove(app)
 
 
+def _app_key(body: dict[str, Any]) -> bytes | None:
+    """The ``app_key`` (64 hex digits) of a ``REGISTER_APP`` reply; None when there is none."""
+    value = body.get("app_key")
+    if value is None:
+        return None
+    try:
+        key = bytes.fromhex(str(value))
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise InternalError(f"malformed reply from the master to RegisterApp: app_key {value!r}")
+    return key
+
+
 class App:
     """A registered application; heartbeats keep it (and its shuffles) alive.
 
     Attributes:
         app_id, name: as registered.
+        app_key: the app's key from ``REGISTER_APP`` (None from a master without a secret);
+            every request of the app is signed with it (PROTOCOL §2.1).
         heartbeats: heartbeats the master acknowledged.
     """
 
@@ -246,6 +297,7 @@ class App:
         self.client = client
         self.app_id = app_id
         self.name = name
+        self.app_key: bytes | None = None
         self.heartbeats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

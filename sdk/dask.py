@@ -93,6 +93,8 @@ class ShuffleSpec:
         npartitions: output partitions (= the shuffle's ``num_partitions``).
         num_mappers: input partitions (= the shuffle's ``num_mappers``).
         config: the client config every task's client uses (None = defaults).
+        app_key: the app's key, hex (README "Security"): every task's client signs with it;
+            empty against a master without a secret.
     """
 
     url: str
@@ -102,6 +104,7 @@ class ShuffleSpec:
     npartitions: int
     num_mappers: int
     config: ClientConfig | None = None
+    app_key: str = ""
 
 
 def new_attempt_id() -> int:
@@ -109,8 +112,11 @@ def new_attempt_id() -> int:
     return uuid.uuid4().int & 0x7FFFFFFF
 
 
-def _heartbeat(client: Client, app_id: str) -> None:
-    """Best effort: keep the app alive while its tasks run (``shuffle()`` sends no heartbeats)."""
+def _heartbeat(client: Client, app_id: str, app_key: str = "") -> None:
+    """Sign as the app (its key from the spec), then, best effort, keep the app alive while its
+    tasks run (``shuffle()`` sends no heartbeats)."""
+    if app_key:
+        client._signer.add_app(app_id, bytes.fromhex(app_key))
     try:
         client._master.request(AppHeartbeat(app_id), AppHeartbeatReply)
     except CroupierError as exc:
@@ -180,7 +186,7 @@ def map_partition(
     attempt = new_attempt_id() if attempt_id is None else attempt_id
     rows = nbytes = 0
     with croupier.connect(spec.url, config=spec.config) as client:
-        _heartbeat(client, spec.app_id)
+        _heartbeat(client, spec.app_id, spec.app_key)
         sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
             for j, count, framed in _pieces(part, spec.on, spec.npartitions):
@@ -218,7 +224,7 @@ def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.D
 
     tables = []
     with croupier.connect(spec.url, config=spec.config) as client:
-        _heartbeat(client, spec.app_id)
+        _heartbeat(client, spec.app_id, spec.app_key)
         sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
         for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
             with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
@@ -275,7 +281,8 @@ def _register(
     if n_out < 1:
         raise ValueError(f"npartitions must be >= 1, not {n_out}")
     sh = app.register_shuffle(num_mappers=df.npartitions, num_partitions=n_out, replicate=replicate)
-    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config)
+    key = app.app_key.hex() if app.app_key is not None else ""
+    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config, key)
 
 
 def shuffle(

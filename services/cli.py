@@ -10,10 +10,13 @@ croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--tena
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
 croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
 croupier admin --master URL decommission WORKER_ID
+croupier secret FILE
 croupier secret-public FILE
 
-master, worker, admin, local, demo, bench and verify take --curve (ZeroMQ CURVE on every
-socket) and --secret-file FILE (or $CROUPIER_SECRET_FILE), where the CURVE keys come from.
+Every member command (master, worker, admin) and every command that starts a cluster
+(local, demo, bench, verify) takes ``--secret-file FILE`` (or ``$CROUPIER_SECRET_FILE``):
+the cluster secret that signs and checks requests (PROTOCOL §2.1, README "Security"), and
+``--curve`` (ZeroMQ CURVE on every socket, its keys derived from that secret).
 """
 
 from __future__ import annotations
@@ -38,10 +41,67 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+log = logging.getLogger("croupier")
+
 
 def _default_data_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(base) / "croupier" / "master")
+
+
+def _secret(args: argparse.Namespace, data_dir: str | None = None) -> Any:
+    """The cluster secret of a member command: ``--secret-file``, ``$CROUPIER_SECRET_FILE``, else
+    ``<data_dir>/secret`` (created when missing; masters only), else the default master data
+    dir's secret when it exists (a worker or admin on the master's machine).
+
+    Raises:
+        ValueError: there is none (exit code 2, with how to give one).
+    """
+    from croupier.transports.secret import ensure_secret_file, load_secret_file, secret_file_from_env
+
+    given = secret_file_from_env(args.secret_file)
+    if given:
+        return load_secret_file(given)
+    if data_dir is not None:
+        path = Path(data_dir) / "secret"
+        secret, created = ensure_secret_file(path)
+        log.info(
+            "%s the cluster secret %s; give it to workers and admin: --secret-file %s",
+            "created" if created else "using",
+            path,
+            path,
+        )
+        return secret
+    fallback = Path(_default_data_dir()) / "secret"
+    if fallback.exists():
+        return load_secret_file(fallback)
+    raise ValueError(
+        "no cluster secret: give --secret-file FILE or set CROUPIER_SECRET_FILE"
+        " (a master creates <data-dir>/secret; `croupier secret FILE` makes a new one)"
+    )
+
+
+def _add_secret_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument(
+        "--secret-file", default=None, metavar="FILE", help=f"{help_text} (or $CROUPIER_SECRET_FILE)"
+    )
+
+
+def cmd_secret(args: argparse.Namespace) -> int:
+    from croupier.transports.secret import create_secret_file
+
+    create_secret_file(args.file)
+    print(Path(args.file).resolve(), flush=True)
+    return 0
+
+
+def _secret_env(args: argparse.Namespace) -> None:
+    """local, demo, bench, verify: a given secret file goes to the cluster they start through the
+    environment (``LocalCluster`` reads it); without one they create ``<data dir>/secret``."""
+    from croupier.transports.secret import SECRET_ENV
+
+    if args.secret_file:
+        os.environ[SECRET_ENV] = str(Path(args.secret_file).resolve())
 
 
 def _wait_for_signal() -> None:
@@ -52,27 +112,12 @@ def _wait_for_signal() -> None:
         pass
 
 
-def _member_curve(args: argparse.Namespace, data_dir: str | None = None) -> CurveServer | None:
-    """With ``--curve``: the key pair of the secret file (``--secret-file``, else
-    ``$CROUPIER_SECRET_FILE``, else, for a master, ``<data_dir>/secret``, created if missing).
-
-    Raises:
-        ValueError: ``--curve`` without a secret file.
-        BadRequest: the file is not a secret, or others may read it.
-    """
+def _member_curve(args: argparse.Namespace, secret: Any) -> CurveServer | None:
+    """With ``--curve``: the CURVE key pair derived from the member's cluster secret (``_secret``)."""
     if not args.curve:
         return None
     from croupier.transports.curve import CurveServer
-    from croupier.transports.secret import ensure_secret_file, load_secret_file, secret_file_from_env
 
-    path = secret_file_from_env(args.secret_file)
-    if path is not None:
-        return CurveServer.from_secret(load_secret_file(path))
-    if data_dir is None:
-        raise ValueError("--curve needs the cluster secret: --secret-file FILE or $CROUPIER_SECRET_FILE")
-    path = str(Path(data_dir) / "secret")
-    secret, created = ensure_secret_file(path)
-    logging.getLogger("croupier").info("cluster secret %s %s", "created at" if created else "read from", path)
     return CurveServer.from_secret(secret)
 
 
@@ -105,19 +150,25 @@ def cmd_master(args: argparse.Namespace) -> int:
     if args.ha:
         from croupier.services.ha_master import HaMasterService
 
+        # every member of an ensemble needs the same secret: it is given, never made here
+        secret = _secret(args)
         with HaMasterService(
             parse_listen(args.listen),
             args.ha,
             config=config,
             session_timeout=parse_duration(args.session_timeout),
-            curve=_member_curve(args),
+            curve=_member_curve(args, secret),
+            secret=secret,
         ) as member:
             print(member.url, flush=True)
             _wait_for_signal()
         return 0
     data_dir = args.data_dir or _default_data_dir()
-    curve = _member_curve(args, data_dir)
-    with MasterService(parse_listen(args.listen), data_dir, config=config, curve=curve) as master:
+    secret = _secret(args, data_dir)
+    curve = _member_curve(args, secret)
+    with MasterService(
+        parse_listen(args.listen), data_dir, config=config, curve=curve, secret=secret
+    ) as master:
         # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
         logging.getLogger("croupier").info("data dir %s", data_dir)
@@ -184,11 +235,16 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def cmd_admin(args: argparse.Namespace) -> int:
     from croupier.core.commands import DecommissionWorker, ExcludeWorker, Status
+    from croupier.transports.auth import Signer
     from croupier.transports.master_client import MasterClient
 
-    keys = _member_curve(args)
+    secret = _secret(args)
+    keys = _member_curve(args, secret)
     curve = keys.client() if keys is not None else None
-    with MasterClient(args.master, timeout=parse_duration(args.timeout), attempts=3, curve=curve) as client:
+    signer = Signer.member(secret)
+    with MasterClient(
+        args.master, timeout=parse_duration(args.timeout), attempts=3, curve=curve, signer=signer
+    ) as client:
         if args.action in ("decommission", "exclude", "include"):
             if not args.target:
                 print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
@@ -279,8 +335,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
     config = worker_config(args)
-    curve = _member_curve(args)
-    with WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve) as worker:
+    secret = _secret(args)
+    curve = _member_curve(args, secret)
+    with WorkerService(
+        args.master, dirs, host=args.listen, config=config, curve=curve, secret=secret
+    ) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
@@ -300,8 +359,8 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
-    from croupier.transports.secret import secret_file_from_env
 
+    _secret_env(args)
     with LocalCluster(
         args.workers,
         args.data_dir,
@@ -309,7 +368,6 @@ def _run_local(args: argparse.Namespace) -> int:
         ha=args.ha,
         master_args=_quota_argv(args),
         curve=args.curve,
-        secret_file=secret_file_from_env(args.secret_file),
     ) as cluster:
         print(cluster.master_url, flush=True)
         if cluster.curve is not None:
@@ -320,7 +378,7 @@ def _run_local(args: argparse.Namespace) -> int:
             )
         print(
             f"croupier local: a master and {args.workers} workers under {cluster.base_dir};"
-            " Ctrl-C stops them",
+            f" the cluster secret is {cluster.secret_file}; Ctrl-C stops them",
             file=sys.stderr,
         )
         _wait_for_signal()
@@ -334,6 +392,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.mappers < 1 or args.partitions < 1 or args.workers < 2:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
         return 2
+    _secret_env(args)
     return main_demo(
         parse_size(args.size),
         args.mappers,
@@ -351,6 +410,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from croupier.tools.bench import main_bench
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    _secret_env(args)
 
     return main_bench(
         scenarios,
@@ -373,6 +433,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from croupier.tools.verify import main_verify
 
+    _secret_env(args)
     return main_verify(
         args.shuffles,
         args.seed,
@@ -395,7 +456,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench, _add_verify):
+    for add in (
+        _add_master,
+        _add_admin,
+        _add_worker,
+        _add_local,
+        _add_demo,
+        _add_bench,
+        _add_verify,
+        _add_secret,
+    ):
         add(sub)
     for name in ("master", "admin", "worker", "local", "demo", "bench", "verify"):
         _add_curve_flags(sub.choices[name])
@@ -404,9 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_curve_flags(p: argparse.ArgumentParser) -> None:
-    """``--curve`` and (until the auth flags add it) ``--secret-file``."""
-    if not any("--secret-file" in a.option_strings for a in p._actions):
-        p.add_argument("--secret-file", help="the cluster secret (default $CROUPIER_SECRET_FILE)")
+    """``--curve`` (each of these commands has ``--secret-file`` already)."""
     p.add_argument(
         "--curve",
         action="store_true",
@@ -440,6 +508,7 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_quota_flags(m)
     _add_peer_reply_flag(m, MasterConfig().max_peer_reply_bytes)
+    _add_secret_flag(m, "the cluster secret (default: <data-dir>/secret, created; required with --ha)")
     m.set_defaults(func=cmd_master)
 
 
@@ -461,6 +530,7 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         choices=["status", "workers", "apps", "shuffles", "tenants", "decommission", "exclude", "include"],
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
+    _add_secret_flag(a, "the cluster secret: admin signs as a member")
     a.set_defaults(func=cmd_admin)
 
 
@@ -491,6 +561,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
+    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
     w.set_defaults(func=cmd_worker)
 
 
@@ -521,6 +592,7 @@ def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
     _add_quota_flags(loc)
+    _add_secret_flag(loc, "the cluster secret (default: <data-dir>/secret, created)")
     loc.set_defaults(func=cmd_local)
 
 
@@ -536,6 +608,7 @@ def _add_demo(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         help="run the embedded master with this tenants file (the token: CROUPIER_TENANT_TOKEN)",
     )
     d.add_argument("--json", action="store_true")
+    _add_secret_flag(d, "the cluster secret (default: one created under the demo's directory)")
     d.set_defaults(func=cmd_demo)
 
 
@@ -558,6 +631,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     b.add_argument("--commands", type=int, default=20_000)
     b.add_argument("--clients", type=int, default=4)
     b.add_argument("--json", action="store_true")
+    _add_secret_flag(b, "the cluster secret (default: one created under each run's directory)")
     b.set_defaults(func=cmd_bench)
 
 
@@ -576,7 +650,14 @@ def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         " (default: every kind that applies)",
     )
     v.add_argument("--json", action="store_true", help="end with one JSON line (the matrix and totals)")
+    _add_secret_flag(v, "the cluster secret (default: one created under the run's directory)")
     v.set_defaults(func=cmd_verify)
+
+
+def _add_secret(sub: _Subparsers[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("secret", help="create a new cluster secret file (mode 0600) and print its path")
+    s.add_argument("file", help="where to write it (it must not exist)")
+    s.set_defaults(func=cmd_secret)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,6 +33,7 @@ from croupier.ha.standby import HotStandby
 from croupier.ha.zklog import ZooKeeperEventLog
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["HaMasterService"]
 
@@ -46,6 +47,7 @@ class HaMasterService(Service):
     config: timeouts and intervals (``takeover_grace`` applies after every takeover).
     session_timeout: the ZooKeeper session timeout, seconds.
     curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
+    secret: the cluster secret (PROTOCOL §2.1); None (library use) accepts every request.
     """
 
     def __init__(
@@ -58,6 +60,7 @@ class HaMasterService(Service):
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         curve: CurveServer | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         parsed = parse_master_url(zk_url)
         if parsed.kind != "zk":
@@ -75,6 +78,7 @@ class HaMasterService(Service):
             when_idle=self._follower_answer,
             ensemble=self._ensemble,
             curve=curve,
+            secret=secret,
         )
         self._zk: Any = None
         self._standby: HotStandby | None = None

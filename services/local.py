@@ -34,9 +34,10 @@ from croupier.core.replies import StatusReply
 from croupier.services._lifecycle import Service
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
+from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
-from croupier.transports.secret import ensure_secret_file
+from croupier.transports.secret import ClusterSecret, ensure_secret_file, secret_file_from_env
 
 __all__ = ["LocalCluster"]
 
@@ -97,7 +98,10 @@ class LocalCluster(Service):
     worker_args: extra CLI arguments for worker subprocesses.
     master_args: extra CLI arguments for master subprocesses (``--tenants FILE``, quotas).
     curve: every socket talks CURVE (``--curve``), with the key pair of ``secret_file``.
-    secret_file: the cluster secret (default: ``<base_dir>/secret``, created if missing).
+    secure: check every request against a cluster secret (PROTOCOL §2.1). Default: on for
+        subprocesses (as ``croupier local`` runs them), off in-process (library tests).
+    secret_file: the secret to use; default ``$CROUPIER_SECRET_FILE``, else ``<base_dir>/secret``
+        (created). Every master and worker started here gets it (``--secret-file``).
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class LocalCluster(Service):
         masters: int = 3,
         session_timeout: float = 2.0,
         curve: bool = False,
+        secure: bool | None = None,
         secret_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.num_workers = workers
@@ -128,10 +133,13 @@ class LocalCluster(Service):
             self._tmp = tempfile.TemporaryDirectory(prefix="croupier-local-")
             base_dir = self._tmp.name
         self.base_dir = Path(base_dir)
-        self.secret_file = Path(secret_file) if secret_file is not None else self.base_dir / "secret"
         self.want_curve = curve
         self.curve: CurveServer | None = None
         self.processes = processes
+        self.secure = processes if secure is None else secure
+        given = secret_file_from_env(str(secret_file) if secret_file is not None else None)
+        self.secret_file = Path(given) if given else self.base_dir / "secret"
+        self.secret: ClusterSecret | None = None
         self.master_config = master_config or MasterConfig(takeover_grace=5.0, worker_timeout=30.0)
         self.worker_config = worker_config or WorkerConfig(heartbeat_interval=1.0)
         self._worker_args = worker_args or []
@@ -145,13 +153,21 @@ class LocalCluster(Service):
     def start(self, timeout: float = 60.0) -> Self:
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
-            if self.want_curve:
-                self.curve = CurveServer.from_secret(ensure_secret_file(self.secret_file)[0])
+            if self.secure or self.want_curve:
+                secret, _ = ensure_secret_file(self.secret_file)
+                self.secret = secret if self.secure else None
+                self.curve = CurveServer.from_secret(secret) if self.want_curve else None
             if self.ha:
                 self._start_ha()
             elif self.processes:
                 self._master_proc = _Child(
-                    ["master", "--data-dir", str(self.base_dir / "master"), *self._master_flags()],
+                    [
+                        "master",
+                        "--data-dir",
+                        str(self.base_dir / "master"),
+                        *self._master_flags(),
+                        *self._secret_flags(),
+                    ],
                     self.base_dir / "master.log",
                 )
                 self.master_url = self._master_proc.first_line
@@ -159,7 +175,11 @@ class LocalCluster(Service):
                     self._worker_procs.append(self._spawn_worker(i))
             else:
                 self.master = MasterService(
-                    "tcp://127.0.0.1:0", self.base_dir / "master", config=self.master_config, curve=self.curve
+                    "tcp://127.0.0.1:0",
+                    self.base_dir / "master",
+                    config=self.master_config,
+                    curve=self.curve,
+                    secret=self.secret,
                 ).start()
                 self.master_url = self.master.url
                 for i in range(self.num_workers):
@@ -186,7 +206,7 @@ class LocalCluster(Service):
         ]
 
     def _curve_flags(self) -> list[str]:
-        return ["--curve", "--secret-file", str(self.secret_file)] if self.curve is not None else []
+        return ["--curve"] if self.curve is not None else []
 
     @property
     def curve_server_key(self) -> str:
@@ -196,6 +216,10 @@ class LocalCluster(Service):
     def client_curve(self) -> CurveClient | None:
         """The CURVE options of a client of this cluster (None without CURVE)."""
         return self.curve.client() if self.curve is not None else None
+
+    def _secret_flags(self) -> list[str]:
+        needed = self.secret is not None or self.curve is not None
+        return ["--secret-file", str(self.secret_file)] if needed else []
 
     def _start_ha(self) -> None:
         """A local ZooKeeper (from the system install), then the master ensemble, then workers."""
@@ -222,6 +246,7 @@ class LocalCluster(Service):
                     "--session-timeout",
                     f"{self.session_timeout}s",
                     *self._master_flags(),
+                    *self._secret_flags(),
                 ],
                 self.base_dir / f"master{i}.log",
             )
@@ -238,6 +263,7 @@ class LocalCluster(Service):
                 config=cfg,
                 session_timeout=self.session_timeout,
                 curve=self.curve,
+                secret=self.secret,
             ).start()
             if i < len(self.ha_masters):
                 self.ha_masters[i] = member
@@ -281,7 +307,11 @@ class LocalCluster(Service):
 
     def _worker(self, i: int) -> WorkerService:
         return WorkerService(
-            self.master_url, self._worker_dirs(i), config=self.worker_config, curve=self.curve
+            self.master_url,
+            self._worker_dirs(i),
+            config=self.worker_config,
+            curve=self.curve,
+            secret=self.secret,
         )
 
     def _spawn_worker(self, i: int) -> _Child:
@@ -311,6 +341,7 @@ class LocalCluster(Service):
                 "--throttle-z",
                 str(self.worker_config.throttle_z),
                 *self._curve_flags(),
+                *self._secret_flags(),
                 *self._worker_args,
             ],
             self.base_dir / f"worker{i}.log",
@@ -325,7 +356,10 @@ class LocalCluster(Service):
         return dict(to_json(self._status()))
 
     def _status(self) -> StatusReply:
-        with MasterClient(self.master_url, timeout=10, attempts=3, curve=self.client_curve()) as client:
+        signer = Signer.member(self.secret)
+        with MasterClient(
+            self.master_url, timeout=10, attempts=3, curve=self.client_curve(), signer=signer
+        ) as client:
             return client.request(Status(), StatusReply)
 
     def wait_for_workers(self, n: int, timeout: float = 60.0) -> None:

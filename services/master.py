@@ -23,6 +23,7 @@ from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["MasterService"]
 
@@ -40,6 +41,8 @@ class MasterService(Service):
         rng: randomness for placement and ids.
         event_log: use this log instead of one in ``data_dir``.
         curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
+        secret: the cluster secret (PROTOCOL §2.1): requests are checked against it and the
+            master's requests to workers are member-signed. None (library use) accepts every request.
     """
 
     def __init__(
@@ -52,13 +55,14 @@ class MasterService(Service):
         rng: random.Random | None = None,
         event_log: EventLog | None = None,
         curve: CurveServer | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self.config = config or MasterConfig()
         self._data_dir = data_dir
         self._given_log = event_log
         self._log: EventLog | None = None
         self._front = MasterFront(
-            listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve
+            listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve, secret=secret
         )
 
     @property

@@ -52,10 +52,12 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["WorkerService", "raise_fd_limit"]
 
@@ -74,6 +76,9 @@ class WorkerService(Service):
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
         curve: serve CURVE on all four ports with this key pair, and talk CURVE to the
             master and to replicas (``--curve``).
+        secret: the cluster secret: every request is checked (PROTOCOL §2.1; app requests
+            against the app key derived from it), and registration, heartbeats and
+            REPLICATE are member-signed. None (library use) accepts every request.
     """
 
     def __init__(
@@ -86,8 +91,10 @@ class WorkerService(Service):
         worker_id: str | None = None,
         store: PartitionStore | None = None,
         curve: CurveServer | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self.curve = curve
+        self._secret = secret
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -142,7 +149,10 @@ class WorkerService(Service):
             store = self._start_storage()
             self._locations.open(self.config.partition_actors, self._start_partition_actor)
             self._replicator = AsyncRpcClient(
-                timeout=self.config.replicate_timeout, name="replicator", curve=self._client_curve()
+                timeout=self.config.replicate_timeout,
+                name="replicator",
+                curve=self._client_curve(),
+                signer=Signer.member(self._secret),
             )
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
@@ -223,6 +233,7 @@ class WorkerService(Service):
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
             curve=self.curve,
+            verifier=verifier_for(self._secret),
         )
         server.start()
         self._servers[name] = server
@@ -242,7 +253,13 @@ class WorkerService(Service):
         assert self._control is not None
         orphans = OrphanSweep(self._reservations, self._locations, self._on_disk, self._control.drop_orphan)
         return Registration(
-            MasterClient(self._master_url, timeout=10.0, attempts=3, curve=self._client_curve()),
+            MasterClient(
+                self._master_url,
+                timeout=10.0,
+                attempts=3,
+                curve=self._client_curve(),
+                signer=Signer.member(self._secret),
+            ),
             register,
             interval=self.config.heartbeat_interval,
             sample_load=load.sample if load is not None else lambda: (0.0, 0.0),

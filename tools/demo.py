@@ -221,6 +221,20 @@ class _Job:
     partitions: int
     procs: int
     curve_key: str = ""  # the cluster's CURVE public key, "" without CURVE
+    app_key: str = ""  # hex; the tasks' clients sign the app's requests with it (README "Security")
+
+
+def _trust_app(app_id: str, app_key: str) -> None:
+    """Pool initializer: this process's clients sign ``app_id``'s requests with its key."""
+    if app_key:
+        from croupier._client import _PROCESS_KEYS
+
+        _PROCESS_KEYS.add_app(app_id, bytes.fromhex(app_key))
+
+
+def _key(app: Any) -> str:
+    """The app's key in hex, for the task processes ("" from a master without a secret)."""
+    return app.app_key.hex() if app.app_key is not None else ""
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -232,7 +246,9 @@ def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
 def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, float, int, int]:
     """Run the map tasks; (clock start, end of the pushes, bytes written, records)."""
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
+    ) as pool:
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
@@ -264,7 +280,9 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
     ctx = multiprocessing.get_context("spawn")
     chunks = [list(range(i, job.partitions, job.procs)) for i in range(job.procs)]
     results: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(
+        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
+    ) as pool:
         _warm_pool(pool, job.procs)
         reading = time.perf_counter()
         reads = [
@@ -360,7 +378,7 @@ def run_demo(
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
         key = cluster.curve_server_key
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key)
+        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key, _key(app))
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         seconds, cpu, written, records, results = _timed(job, budget, push_buffer, batched_reads, bar, pids)

@@ -29,6 +29,7 @@ from croupier.core.replies import LocationsReply
 from croupier.services.local import LocalCluster
 from croupier.tools.verify_damage import damage_copy
 from croupier.tools.verify_faults import Fault
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
 
@@ -50,8 +51,14 @@ class Nemesis:
         self._cluster = cluster
         self._pause_for = pause_for
         self._rng = rng
+        self._signer = Signer.member(cluster.secret)
         self._master = MasterClient(
-            cluster.master_url, timeout=5.0, attempts=5, deadline=60.0, curve=cluster.client_curve()
+            cluster.master_url,
+            timeout=5.0,
+            attempts=5,
+            deadline=60.0,
+            curve=cluster.client_curve(),
+            signer=self._signer,
         )
         self._held: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
@@ -137,7 +144,9 @@ class Nemesis:
                 if not self._cluster.master_running(i):
                     continue
                 try:
-                    with RpcClient(url, timeout=2.0, retries=0, curve=self._cluster.client_curve()) as rpc:
+                    with RpcClient(
+                        url, timeout=2.0, retries=0, curve=self._cluster.client_curve(), signer=self._signer
+                    ) as rpc:
                         status = rpc.call(*encode_command(Status())).body
                 except CroupierError:
                     continue

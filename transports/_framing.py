@@ -34,15 +34,18 @@ Frames = list[Payload]
 
 # msg_type (u16) at offset 6 and request_id (u64) at offset 8, see core/wire.py.
 _IDS = struct.Struct("<HQ")
+# Header flags bit 0: frame 2 is the auth frame (PROTOCOL §2.1, transports/auth.py).
+_AUTH_FLAG = 1
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedMessage:
-    """A checked message: header, JSON body and raw payload views."""
+    """A checked message: header, JSON body, the auth frame (header flag bit 0) and raw payload views."""
 
     header: Header
     body: dict[str, Any]
     payloads: list[memoryview]
+    auth: memoryview | None = None
 
 
 def peek_ids(frame: Payload) -> tuple[int, int]:
@@ -64,8 +67,12 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
         frames: zero-copy views of the received frames.
         expect: the kind the receiver accepts (servers take REQUEST, clients REPLY).
 
+    With the header's AUTH flag (bit 0), frame 2 is the auth frame and payloads start
+    at frame 3; a server without a secret ignores it.
+
     Raises:
-        BadRequest: fewer than 2 frames, bad header, wrong kind, body not a JSON object.
+        BadRequest: fewer than 2 frames (3 with the AUTH flag), bad header, wrong kind,
+            body not a JSON object.
     """
     if len(frames) < 2:
         raise BadRequest(f"a message needs at least 2 frames (header, body), got {len(frames)}")
@@ -73,6 +80,10 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
     if header.kind != expect:
         raise BadRequest(f"expected a {expect.name} header, got {header.kind.name}")
     body = decode_body(frames[1])
+    if header.flags & _AUTH_FLAG:
+        if len(frames) < 3:
+            raise BadRequest("the header's AUTH flag is set but there is no auth frame")
+        return ParsedMessage(header, body, list(frames[3:]), frames[2])
     return ParsedMessage(header, body, list(frames[2:]))
 
 

@@ -40,8 +40,9 @@ from croupier.core.errors import (
     Unavailable,
     error_from_wire,
 )
-from croupier.core.wire import Header, Kind, encode_body
+from croupier.core.wire import Kind, encode_body
 from croupier.transports._framing import Payload, parse_message
+from croupier.transports.auth import Signer, request_frames
 from croupier.transports.curve import CurveClient, timeout_hint
 from croupier.transports.rpc import Reply
 
@@ -81,6 +82,7 @@ class AsyncRpcClient:
         timeout: default per-request deadline, seconds.
         name: the thread's name.
         curve: connect as a CURVE client of this server key (a fresh key pair per socket).
+        signer: signs each request as it is queued (PROTOCOL §2.1); None sends unsigned.
     """
 
     def __init__(
@@ -90,8 +92,10 @@ class AsyncRpcClient:
         timeout: float = 30.0,
         name: str = "async-rpc",
         curve: CurveClient | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self._curve = curve
+        self.signer = signer
         self._context = context or zmq.Context.instance()
         self._timeout = timeout
         self._name = name
@@ -150,11 +154,9 @@ class AsyncRpcClient:
             return
         request_id = next(self._ids) & _U64 or 1
         deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
-        frames: list[Payload] = [
-            Header(Kind.REQUEST, msg_type, request_id).encode(),
-            encode_body(body),
-            *payloads,
-        ]
+        frames: list[Payload] = request_frames(
+            self.signer, msg_type, request_id, body, encode_body(body), payloads
+        )
         self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
         if not self._wake_due:
             self._wake_due = True

@@ -29,6 +29,7 @@ from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unava
 from croupier.core.leader_record import decode_leader
 from croupier.core.replies import decode_reply
 from croupier.core.urls import parse_master_url
+from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
 from croupier.transports.rpc import RpcClient
 
@@ -49,6 +50,8 @@ class MasterClient:
         deadline: ... and keep trying until this many seconds have passed (failovers; 0 = attempts only).
         backoff: the pause between rounds over all endpoints.
         curve: talk CURVE to the masters, with this server key.
+        signer: signs every request (PROTOCOL §2.1): a member's, or an app's holding its
+            app keys; None sends unsigned (only an open master, or PING/STATUS/REGISTER_APP).
     """
 
     def __init__(
@@ -60,8 +63,10 @@ class MasterClient:
         deadline: float = 0.0,
         backoff: float = 0.2,
         curve: CurveClient | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self._curve = curve
+        self.signer = signer
         parsed = parse_master_url(url)
         self.url = url
         self._zk_hosts = ",".join(parsed.endpoints) if parsed.kind == "zk" else ""
@@ -83,7 +88,7 @@ class MasterClient:
         client = self._clients.get(endpoint)
         if client is None:
             client = self._clients[endpoint] = RpcClient(
-                endpoint, timeout=self._timeout, retries=0, curve=self._curve
+                endpoint, timeout=self._timeout, retries=0, curve=self._curve, signer=self.signer
             )
         return client
 

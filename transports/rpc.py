@@ -6,6 +6,8 @@ Framing (the byte layout of the header is in :mod:`croupier.core.wire`)::
         frame 0   header, 20 bytes: magic "CRPR", version 1, kind 0 = REQUEST,
                   msg_type u16, request_id u64 (client-chosen, never 0), status 0, flags 0
         frame 1   body: a UTF-8 JSON object (``{}`` when there is nothing to say)
+        (frame 2  the 48-byte auth frame, when the header's flags bit 0 is set:
+                  ``croupier.transports.auth``, PROTOCOL §2.1; payloads then start at frame 3)
         frame 2.. payloads: raw bytes, any number, any size up to the server's limit
 
     reply    (server ROUTER -> client DEALER)
@@ -25,6 +27,10 @@ the header frame has the right size and magic, and carries ``0, 0`` otherwise; a
 client therefore never uses request id 0. A frame larger than the server's
 ``max_message_bytes`` makes libzmq drop the connection (ZMQ_MAXMSGSIZE) instead:
 no reply is possible then, and the client's DEALER reconnects on its own.
+
+A server given a ``Verifier`` checks every request's signature and its message type's
+access level before dispatch, and answers ``UNAUTHORIZED`` (logged, rate-limited) for
+those it refuses; a server without one accepts every request.
 
 Replies are matched by request_id. A client retries a timed-out request with a
 *new* request id on a *new* socket (the zguide "lazy pirate"), so only idempotent
@@ -48,11 +54,13 @@ from typing import Any, Self
 
 import zmq
 
+from croupier.core.access import Scheme
 from croupier.core.errors import (
     BadRequest,
     CroupierError,
     InternalError,
     RequestTimeout,
+    Unauthorized,
     Unavailable,
     error_from_wire,
 )
@@ -69,6 +77,7 @@ from croupier.transports._framing import (
 )
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
+from croupier.transports.auth import Signer, Verifier, request_frames
 from croupier.transports.curve import CurveClient, CurveServer, timeout_hint
 
 __all__ = [
@@ -123,7 +132,9 @@ class Request:
     """One well-formed request, as the handler sees it.
 
     ``payloads`` are zero-copy views of the received frames; they stay valid as
-    long as a reference to them is kept.
+    long as a reference to them is kept. ``scheme`` is what the request proved
+    (PROTOCOL §2.1): ``MEMBER``, ``APP`` (for the body's ``app_id``) or ``NONE``; a
+    server without a verifier trusts every request as ``MEMBER``.
     """
 
     msg_type: int
@@ -131,6 +142,7 @@ class Request:
     body: dict[str, Any]
     payloads: list[memoryview]
     peer: bytes
+    scheme: Scheme = Scheme.MEMBER
 
 
 @dataclass(frozen=True)
@@ -155,6 +167,7 @@ class RpcServerStats:
         dropped: replies not sent for another reason (peer at its HWM, server stopped).
         parked: requests held back because their peer had a full reply budget.
         shed: requests dropped because their peer's parked requests were full too.
+        unauthorized: UNAUTHORIZED replies (PROTOCOL §2.1; also in ``errors``).
     """
 
     requests: int = 0
@@ -166,6 +179,7 @@ class RpcServerStats:
     dropped: int = 0
     parked: int = 0
     shed: int = 0
+    unauthorized: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -286,6 +300,8 @@ class RpcServer:
             its replies drain, and further ones are dropped. Other peers are not slowed.
         curve: bind as a CURVE server with this key pair (``croupier.transports.curve``);
             plaintext clients then get no answer.
+        verifier: checks every request's auth frame before dispatch (PROTOCOL §2.1) and
+            answers UNAUTHORIZED for the ones it refuses; None accepts every request.
     """
 
     def __init__(
@@ -300,9 +316,11 @@ class RpcServer:
         on_batch_end: Callable[[], None] | None = None,
         max_peer_reply_bytes: int = DEFAULT_PEER_REPLY_BYTES,
         curve: CurveServer | None = None,
+        verifier: Verifier | None = None,
     ) -> None:
         self.name = name
         self._curve = curve
+        self._verifier = verifier
         self._budget = PeerBudget(max_peer_reply_bytes)
         self._on_batch_end = on_batch_end
         self.stats = RpcServerStats()
@@ -608,7 +626,16 @@ class RpcServer:
             self._send(peer, reply_frames(msg_type, request_id, exc.status, data), exc)
             return
         header = msg.header
-        request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer)
+        scheme = Scheme.MEMBER
+        if self._verifier is not None:
+            try:
+                scheme = self._verifier.check(
+                    header.msg_type, views[0], msg.body, views[1], msg.auth, msg.payloads
+                )
+            except Unauthorized as exc:
+                self._refuse(peer, header.msg_type, header.request_id, exc)
+                return
+        request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme)
         responder = Responder(self, peer, header.msg_type, header.request_id)
         try:
             self._handler(request, responder)
@@ -624,6 +651,19 @@ class RpcServer:
             logger.exception("%s: handler failed on %s", self.name, responder._what())
             if not responder.done:
                 responder.error(InternalError(f"{type(exc).__name__} handling {_type_name(header.msg_type)}"))
+
+    def _refuse(self, peer: bytes, msg_type: int, request_id: int, exc: Unauthorized) -> None:
+        """Answer UNAUTHORIZED; why goes to the (rate-limited) log only, never to the sender."""
+        self.stats.unauthorized += 1
+        self._warn_bad(
+            "%s: UNAUTHORIZED %s from peer %s: %s",
+            self.name,
+            _type_name(msg_type),
+            _peer_name(peer),
+            exc.message,
+        )
+        _, data = encode_error_body(Unauthorized(f"{_type_name(msg_type)} refused: not authorized"))
+        self._send(peer, reply_frames(msg_type, request_id, exc.status, data), exc)
 
     def _send(self, peer: bytes, frames: Frames, error: CroupierError | None) -> None:
         # Count before sending, so a client that got the reply sees the counter.
@@ -701,6 +741,7 @@ class RpcClient:
             new socket): only retry idempotent requests, pass ``retries=0`` otherwise.
         retry_backoff: sleep before retry n is ``retry_backoff * 2 ** (n - 1)``.
         curve: connect as a CURVE client of this server key (a fresh key pair per socket).
+        signer: signs each try (a new nonce each time, PROTOCOL §2.1); None sends unsigned.
 
     Raises:
         ValueError: a non-positive timeout or negative retries.
@@ -716,10 +757,12 @@ class RpcClient:
         retries: int = 2,
         retry_backoff: float = 0.1,
         curve: CurveClient | None = None,
+        signer: Signer | None = None,
     ) -> None:
         _check_policy(timeout, retries)
         self.url = url
         self._curve = curve
+        self.signer = signer
         self._context: _Context = context if context is not None else zmq.Context.instance()
         self._timeout = timeout
         self._retries = retries
@@ -781,14 +824,15 @@ class RpcClient:
         timeout = self._timeout if timeout is None else timeout
         retries = self._retries if retries is None else retries
         _check_policy(timeout, retries)
-        data = encode_body(body if body is not None else {})
+        body = body if body is not None else {}
+        data = encode_body(body)
         with self._lock:
             if self._closed:
                 raise Unavailable(f"client for {self.url} is closed")
             for attempt in range(retries + 1):
                 if attempt:
                     time.sleep(self._retry_backoff * 2 ** (attempt - 1))
-                reply = self._try_once(msg_type, data, payloads, timeout)
+                reply = self._try_once(msg_type, body, data, payloads, timeout)
                 if reply is not None:
                     return reply
                 # Lazy pirate: a socket that timed out may hold a half-dead
@@ -802,7 +846,7 @@ class RpcClient:
             )
 
     def _try_once(
-        self, msg_type: int, data: bytes, payloads: Sequence[Payload], timeout: float
+        self, msg_type: int, body: dict[str, Any], data: bytes, payloads: Sequence[Payload], timeout: float
     ) -> Reply | None:
         """One request on the (re)connected socket, with a fresh id; None when it timed out.
 
@@ -817,6 +861,7 @@ class RpcClient:
                 self._sock,
                 msg_type=msg_type,
                 request_id=request_id,
+                body=body,
                 data=data,
                 payloads=payloads,
                 timeout=timeout,
@@ -831,17 +876,18 @@ class RpcClient:
         *,
         msg_type: int,
         request_id: int,
+        body: dict[str, Any],
         data: bytes,
         payloads: Sequence[Payload],
         timeout: float,
     ) -> Reply | None:
         """One try: send, then read until our reply or the deadline. None on timeout."""
         deadline = time.monotonic() + timeout
-        header = Header(Kind.REQUEST, msg_type, request_id).encode()
+        frames = request_frames(self.signer, msg_type, request_id, body, data, payloads)
         # Sending blocks only at the HWM; bound it by the same timeout.
         sock.setsockopt(zmq.SNDTIMEO, max(1, math.ceil(timeout * 1000)))
         try:
-            sock.send_multipart([header, data, *payloads], copy=False)
+            sock.send_multipart(frames, copy=False)
         except zmq.Again:
             return None
         while True:
@@ -862,16 +908,16 @@ class RpcClient:
                     "reply %d from %s discarded (waiting for %d)", got.request_id, self.url, request_id
                 )
                 continue
-            body: dict[str, Any] | None
+            got_body: dict[str, Any] | None
             try:
-                body = decode_body(views[1]) if len(views) > 1 else None
+                got_body = decode_body(views[1]) if len(views) > 1 else None
             except BadRequest:
-                body = None
+                got_body = None
             if got.status != 0:
-                raise error_from_wire(got.status, body)
-            if body is None:
+                raise error_from_wire(got.status, got_body)
+            if got_body is None:
                 raise InternalError(f"malformed reply from {self.url} to {_type_name(msg_type)}")
-            return Reply(body, views[2:])
+            return Reply(got_body, views[2:])
 
     def close(self) -> None:
         """Close the socket (linger 0). Idempotent; waits for a call in progress."""

@@ -18,6 +18,7 @@ registration and the leader lists it as active.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import time
 import uuid
@@ -35,8 +36,10 @@ from croupier.core import commands as c
 from croupier.core.commands import encode_command
 from croupier.core.errors import CroupierError
 from croupier.ha.zkserver import DEBIAN_CLASSPATH, four_letter_word, server_command, zoo_cfg
+from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
+from croupier.transports.secret import ClusterSecret
 
 ZK_IMAGE = os.environ.get("CROUPIER_ZK_IMAGE", "croupier-zookeeper:local")
 IMAGE = os.environ.get("CROUPIER_IMAGE", "croupier:local")
@@ -111,9 +114,25 @@ class Node:
         return self.container.get_wrapped_container()
 
 
+# one cluster secret per test process: every container gets a copy (``--secret-file``), and
+# the tests sign as a member with it (PROTOCOL §2.1)
+SECRET = ClusterSecret(secrets.token_bytes(32))
+MEMBER = Signer(SECRET.member_key)
+
+
+def _install_secret(directory: Path) -> None:
+    """Put the cluster secret in a node's mounted directory, as ``secret`` (mode 0600)."""
+    path = directory / "secret"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, f"croupier-secret-v1:{SECRET.raw.hex()}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def _status(url: str, timeout: float = 2.0) -> dict[str, Any] | None:
     try:
-        with RpcClient(url, timeout=timeout, retries=0) as client:
+        with RpcClient(url, timeout=timeout, retries=0, signer=MEMBER) as client:
             return client.call(*encode_command(c.Status())).body
     except CroupierError:
         return None
@@ -280,7 +299,10 @@ class ContainerCluster:
             f"{self.grace}s",
             "--data-dir",
             "/data",
+            "--secret-file",
+            "/data/secret",
         ]
+        _install_secret(directory)
         container = self._container(self.image, "master", i, command).with_volume_mapping(
             str(directory), "/data", "rw"
         )
@@ -307,7 +329,10 @@ class ContainerCluster:
             f"{self.heartbeat}s",
             "--memory",
             self.worker_memory,
+            "--secret-file",
+            "/data/secret",
         ]
+        _install_secret(directory)
         container = self._container(self.image, "worker", i, command).with_volume_mapping(
             str(directory), "/data", "rw"
         )
@@ -404,7 +429,7 @@ class ContainerCluster:
 
     def ping(self, deadline: float = 60.0) -> None:
         """One request served by the leader, found through ZooKeeper as clients find it."""
-        with MasterClient(self.master_url, timeout=2.0, deadline=deadline) as client:
+        with MasterClient(self.master_url, timeout=2.0, deadline=deadline, signer=MEMBER) as client:
             client.call(c.Ping())
 
     # -- faults ---------------------------------------------------------------------------
