@@ -49,12 +49,21 @@ from croupier.actors.master_actor import (
     SubmitMany,
     Tick,
 )
-from croupier.core.commands import COMMAND_TYPES, INTERNAL_TYPES, Command, Status, TakeOver, decode_command
+from croupier.core.commands import (
+    COMMAND_TYPES,
+    INTERNAL_TYPES,
+    Command,
+    RegisterApp,
+    Status,
+    TakeOver,
+    decode_command,
+)
 from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.ha.eventlog import EventLog
 from croupier.transports.rpc import Request, Responder, RpcServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["IdleAnswer", "MasterFront"]
 
@@ -80,6 +89,8 @@ class MasterFront:
     when_idle: answers commands while no actor serves (default: ``UNAVAILABLE``).
     ensemble: fields merged into the ``master`` object of a served ``STATUS`` reply.
     takeover_timeout: how long ``take_seat`` waits for ``TakeOver`` to be logged.
+    secret: the cluster secret; with it, ``REGISTER_APP``'s reply carries the app's key (computed
+        here on each reply: never in the event log, never logged).
     """
 
     def __init__(
@@ -93,6 +104,7 @@ class MasterFront:
         when_idle: IdleAnswer = _starting_or_stopping,
         ensemble: Callable[[], dict[str, Any]] | None = None,
         takeover_timeout: float = 30.0,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self.config = config or MasterConfig()
         self._listen = listen
@@ -102,6 +114,7 @@ class MasterFront:
         self._when_idle = when_idle
         self._ensemble = ensemble
         self._takeover_timeout = takeover_timeout
+        self._secret = secret
         self._server: RpcServer | None = None
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
@@ -280,6 +293,7 @@ class MasterFront:
 
     def _replier(self, command: Command, responder: Responder) -> ReplyFn:
         ensemble = self._ensemble if isinstance(command, Status) else None
+        secret = self._secret if isinstance(command, RegisterApp) else None
 
         def reply(body: dict[str, Any] | None, error: CroupierError | None) -> None:
             if error is not None:
@@ -287,6 +301,8 @@ class MasterFront:
                 return
             if ensemble is not None and body is not None:
                 body["master"].update(ensemble())
+            if secret is not None and body is not None:
+                body["app_key"] = secret.app_key(body["app_id"]).hex()
             responder.ok(body)
 
         return reply

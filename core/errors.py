@@ -15,6 +15,7 @@
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
+    ├── Unauthorized          UNAUTHORIZED         no valid credentials (member or app key) for the request
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -50,6 +51,7 @@ __all__ = [
     "QuotaExceeded",
     "RequestTimeout",
     "StaleLocation",
+    "Unauthorized",
     "Unavailable",
     "UnknownApp",
     "UnknownShuffle",
@@ -228,6 +230,18 @@ class QuotaExceeded(CroupierError):
     status = 17
 
 
+class Unauthorized(CroupierError):
+    """The request lacks valid credentials: a member request not signed with the cluster
+    secret, an app request not signed with its app key, or a shuffle opened by its ids
+    alone on a cluster with a secret (open it with ``Shuffle.handle()``'s string).
+
+    Not retriable: the same request keeps failing without the right key.
+    """
+
+    code = "UNAUTHORIZED"
+    status = 18
+
+
 _BY_CODE: dict[str, type[CroupierError]] = {
     cls.code: cls
     for cls in (
@@ -246,6 +260,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         NotCommitted,
         InternalError,
         QuotaExceeded,
+        Unauthorized,
     )
 }
 BY_STATUS: dict[int, type[CroupierError]] = {cls.status: cls for cls in _BY_CODE.values()}

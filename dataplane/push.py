@@ -25,7 +25,7 @@ from croupier.dataplane.locations import Locations
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
-from croupier.transports.digest import digest_ok
+from croupier.transports.digest import AppKeys, digest_ok
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
 
@@ -62,14 +62,15 @@ def parse_batches(request: Request, pairs: tuple[tuple[int, int], ...]) -> tuple
     return out, total
 
 
-def verify_digests(batches: Parsed) -> None:
-    """Check every batch's digest against its bytes.
+def verify_digests(batches: Parsed, key: bytes | None = None) -> None:
+    """Check every batch's digest against its bytes, keyed by the app key ``key`` when given
+    (PROTOCOL §5.1): a batch made without the app's key is refused like a corrupt one.
 
     Raises:
         BadRequest: a batch's digest does not match; it names the batch.
     """
     for i, (_, header, _, data) in enumerate(batches):
-        if not digest_ok(header, data):
+        if not digest_ok(header, data, key):
             raise BadRequest(
                 f"batch {i} (map {header.map_id} attempt {header.attempt_id} batch {header.batch_id})"
                 " does not match its digest: nothing of this request was stored"
@@ -83,6 +84,7 @@ class PushHandler:
     reservations: the locations placed here; a batch for any other refuses the request.
     limiter: the worker's memory budget; full means ``CONGESTED``.
     replicator: sends the REPLICATEs (started and stopped by the caller).
+    app_keys: the keys batch digests are checked with (default: unkeyed, a worker with no secret).
     """
 
     def __init__(
@@ -92,12 +94,15 @@ class PushHandler:
         reservations: Reservations,
         limiter: MemoryLimiter,
         replicator: AsyncRpcClient,
+        *,
+        app_keys: AppKeys | None = None,
     ) -> None:
         self._identity = identity
         self._locations = locations
         self._reservations = reservations
         self._limiter = limiter
         self._replicator = replicator
+        self._app_keys = app_keys or AppKeys(None)
 
     def on_push(self, request: Request, responder: Responder) -> None:
         """Take a PUSH into memory here, then forward it to its replica, if any."""
@@ -110,7 +115,7 @@ class PushHandler:
             raise BadRequest("the replica must be another worker")
         replica = None if push.replica is None else push.replica.worker_id
         self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica)
-        verify_digests(batches)
+        verify_digests(batches, self._app_keys.get(push.app_id))
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
         if push.replica is None:
             responder.ok({})
@@ -127,7 +132,7 @@ class PushHandler:
         batches, total = parse_batches(request, rep.batches)
         self._identity.check(rep.incarnation)
         self._reservations.check_replicate(rep.app_id, rep.shuffle_id, rep.batches)
-        verify_digests(batches)
+        verify_digests(batches, self._app_keys.get(rep.app_id))
         self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total)
         responder.ok({})
 

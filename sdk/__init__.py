@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         NotCommitted,
         NotEnoughWorkers,
         QuotaExceeded,
+        Unauthorized,
         UnknownApp,
         UnknownShuffle,
     )
@@ -55,6 +56,7 @@ __all__ = [
     "QuotaExceeded",
     "Reader",
     "Shuffle",
+    "Unauthorized",
     "UnknownApp",
     "UnknownShuffle",
     "Writer",
@@ -81,6 +83,7 @@ _EXPORTS = {
             "NotCommitted",
             "NotEnoughWorkers",
             "QuotaExceeded",
+            "Unauthorized",
             "UnknownApp",
             "UnknownShuffle",
         )

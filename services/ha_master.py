@@ -32,6 +32,7 @@ from croupier.ha.leadership import Leadership
 from croupier.ha.standby import HotStandby
 from croupier.ha.zklog import ZooKeeperEventLog
 from croupier.services._lifecycle import Service, raise_fd_limit
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["HaMasterService"]
 
@@ -44,6 +45,7 @@ class HaMasterService(Service):
     zk_url: ``zk://h1:p1,h2:p2/root``.
     config: timeouts and intervals (``takeover_grace`` applies after every takeover).
     session_timeout: the ZooKeeper session timeout, seconds.
+    secret: the cluster secret: REGISTER_APP then answers each app's key (None: library use).
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class HaMasterService(Service):
         session_timeout: float = 4.0,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         parsed = parse_master_url(zk_url)
         if parsed.kind != "zk":
@@ -71,6 +74,7 @@ class HaMasterService(Service):
             rng=rng,
             when_idle=self._follower_answer,
             ensemble=self._ensemble,
+            secret=secret,
         )
         self._zk: Any = None
         self._standby: HotStandby | None = None

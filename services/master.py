@@ -22,6 +22,7 @@ from croupier.core.config import MasterConfig
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
 from croupier.services._lifecycle import Service, raise_fd_limit
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["MasterService"]
 
@@ -38,6 +39,7 @@ class MasterService(Service):
         clock: wall-clock seconds; tests pass a fake one and call ``tick()``.
         rng: randomness for placement and ids.
         event_log: use this log instead of one in ``data_dir``.
+        secret: the cluster secret: REGISTER_APP then answers each app's key (None: library use).
     """
 
     def __init__(
@@ -49,12 +51,15 @@ class MasterService(Service):
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         event_log: EventLog | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self.config = config or MasterConfig()
         self._data_dir = data_dir
         self._given_log = event_log
         self._log: EventLog | None = None
-        self._front = MasterFront(listen, name="master", config=self.config, clock=clock, rng=rng)
+        self._front = MasterFront(
+            listen, name="master", config=self.config, clock=clock, rng=rng, secret=secret
+        )
 
     @property
     def url(self) -> str:

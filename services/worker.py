@@ -50,9 +50,11 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.digest import AppKeys
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["WorkerService", "raise_fd_limit"]
 
@@ -69,6 +71,7 @@ class WorkerService(Service):
         config: slots, memory cap, flush and chunk sizes, heartbeat interval.
         worker_id: override the persistent id (tests).
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
+        secret: the cluster secret (None: a library worker that checks unkeyed digests).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class WorkerService(Service):
         config: WorkerConfig | None = None,
         worker_id: str | None = None,
         store: PartitionStore | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
@@ -90,6 +94,7 @@ class WorkerService(Service):
         self.worker_id = worker_id or self._persistent_id()
         self._master_url = master
         self._given_store = store
+        self._secret = secret
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
         self._locations = Locations()
@@ -130,7 +135,14 @@ class WorkerService(Service):
             self._replicator = AsyncRpcClient(timeout=self.config.replicate_timeout, name="replicator")
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
-            push = PushHandler(identity, self._locations, self._reservations, self.limiter, self._replicator)
+            push = PushHandler(
+                identity,
+                self._locations,
+                self._reservations,
+                self.limiter,
+                self._replicator,
+                app_keys=AppKeys(self._secret),
+            )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(
                 self._locations, self._reservations, store, self.incarnation, self._info

@@ -24,6 +24,7 @@ EXPECTED = [
     "QuotaExceeded",
     "Reader",
     "Shuffle",
+    "Unauthorized",
     "UnknownApp",
     "UnknownShuffle",
     "Writer",
