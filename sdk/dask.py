@@ -29,7 +29,9 @@ The graph then holds
   (an empty partition is ``df._meta``).
 
 Every task opens its own ``croupier.connect(url)`` client (tasks run in other
-processes) and closes it before returning.
+processes) and the shuffle by its handle (``Shuffle.handle()``, in the ``ShuffleSpec``:
+it carries the app key, so tasks on a cluster with a secret can write and read), and
+closes the client before returning.
 
 Attempts. Dask may run a task more than once (retries, a lost worker, recomputing
 the result). Each *execution* of a map task uses a fresh random ``attempt_id``; the
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
     import dask.dataframe as dd
     import pandas as pd
 
-    from croupier._client import App, Client
+    from croupier._client import App, Client, Shuffle
 
 __all__ = [
     "ShuffleService",
@@ -93,6 +95,9 @@ class ShuffleSpec:
         npartitions: output partitions (= the shuffle's ``num_partitions``).
         num_mappers: input partitions (= the shuffle's ``num_mappers``).
         config: the client config every task's client uses (None = defaults).
+        handle: the shuffle's ``Shuffle.handle()``, which tasks open it with (it carries the
+            app key: left out of ``repr``). None: tasks open it by its ids (a cluster
+            without a secret only).
     """
 
     url: str
@@ -102,6 +107,13 @@ class ShuffleSpec:
     npartitions: int
     num_mappers: int
     config: ClientConfig | None = None
+    handle: str | None = dataclasses.field(default=None, repr=False)
+
+    def open(self, client: Client) -> Shuffle:
+        """The shuffle, opened on ``client`` (by its handle when the spec has one)."""
+        if self.handle is not None:
+            return client.open_shuffle(self.handle)
+        return client.open_shuffle(self.app_id, self.shuffle_id)
 
 
 def new_attempt_id() -> int:
@@ -181,7 +193,7 @@ def map_partition(
     rows = nbytes = 0
     with croupier.connect(spec.url, config=spec.config) as client:
         _heartbeat(client, spec.app_id)
-        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        sh = spec.open(client)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
             for j, count, framed in _pieces(part, spec.on, spec.npartitions):
                 writer._write_framed(j, memoryview(framed))
@@ -219,7 +231,7 @@ def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.D
     tables = []
     with croupier.connect(spec.url, config=spec.config) as client:
         _heartbeat(client, spec.app_id)
-        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        sh = spec.open(client)
         for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
             with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
                 tables.append(stream.read_all())
@@ -275,7 +287,7 @@ def _register(
     if n_out < 1:
         raise ValueError(f"npartitions must be >= 1, not {n_out}")
     sh = app.register_shuffle(num_mappers=df.npartitions, num_partitions=n_out, replicate=replicate)
-    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config)
+    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config, sh.handle())
 
 
 def shuffle(
