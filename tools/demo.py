@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from croupier.core.config import WorkerConfig
@@ -66,9 +66,9 @@ def _warm() -> int:
 
 
 def map_task(
-    url: str, app_id: str, shuffle_id: int, map_id: int, budget: int, partitions: int, push_buffer: int = 0
+    url: str, handle: str, map_id: int, budget: int, partitions: int, push_buffer: int = 0
 ) -> tuple[int, int]:
-    """Push one map's records; returns (records, bytes)."""
+    """Push one map's records to the shuffle ``handle`` (``Shuffle.handle()``); returns (records, bytes)."""
     import croupier
     from croupier.core.config import ClientConfig
 
@@ -77,7 +77,7 @@ def map_task(
     nbytes = 0
     config = ClientConfig(push_buffer_size=push_buffer) if push_buffer else None
     with croupier.connect(url, config=config) as client:
-        sh = client.open_shuffle(app_id, shuffle_id)
+        sh = client.open_shuffle(handle)
         with sh.writer(map_id, 0) as w:
             for seq, length, offset in _record_plan(map_id, budget):
                 p = partition_of(map_id, seq, partitions)
@@ -89,8 +89,7 @@ def map_task(
 
 def reduce_task(
     url: str,
-    app_id: str,
-    shuffle_id: int,
+    handle: str,
     parts: list[int],
     mappers: int,
     partitions: int,
@@ -106,7 +105,7 @@ def reduce_task(
     errors: list[str] = []
     nbytes = 0
     with croupier.connect(url) as client:
-        sh = client.open_shuffle(app_id, shuffle_id)
+        sh = client.open_shuffle(handle)
         for reader in sh.readers(parts) if batched else (sh.reader(p) for p in parts):
             p = reader.partition
             seen: set[tuple[int, int]] = set()
@@ -207,8 +206,7 @@ class _Job:
     """What every map and reduce task of one demo shuffle is told."""
 
     url: str
-    app_id: str
-    shuffle_id: int
+    handle: str = field(repr=False)  # Shuffle.handle(): it carries the app key
     mappers: int
     partitions: int
     procs: int
@@ -227,7 +225,7 @@ def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, f
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
-            pool.submit(map_task, job.url, job.app_id, job.shuffle_id, m, budget, job.partitions, push_buffer)
+            pool.submit(map_task, job.url, job.handle, m, budget, job.partitions, push_buffer)
             for m in range(job.mappers)
         ]
         written = 0
@@ -249,9 +247,7 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
         _warm_pool(pool, job.procs)
         reading = time.perf_counter()
         reads = [
-            pool.submit(
-                reduce_task, job.url, job.app_id, job.shuffle_id, parts, job.mappers, job.partitions, batched
-            )
+            pool.submit(reduce_task, job.url, job.handle, parts, job.mappers, job.partitions, batched)
             for parts in chunks
             if parts
         ]
@@ -309,7 +305,7 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs)
+        job = _Job(cluster.master_url, sh.handle(), mappers, partitions, procs)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         cpu_before = sum(cpu_seconds(pid) for pid in pids)
