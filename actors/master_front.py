@@ -89,8 +89,8 @@ class MasterFront:
     when_idle: answers commands while no actor serves (default: ``UNAVAILABLE``).
     ensemble: fields merged into the ``master`` object of a served ``STATUS`` reply.
     takeover_timeout: how long ``take_seat`` waits for ``TakeOver`` to be logged.
-    secret: the cluster secret; with it, ``REGISTER_APP``'s reply carries the app's key (computed
-        here on each reply: never in the event log, never logged).
+    secret: the cluster secret: requests are checked against it (PROTOCOL §2.1) and the
+        master's own requests to workers are member-signed; None accepts every request.
     """
 
     def __init__(
@@ -106,6 +106,7 @@ class MasterFront:
         takeover_timeout: float = 30.0,
         secret: ClusterSecret | None = None,
     ) -> None:
+        self._secret = secret
         self.config = config or MasterConfig()
         self._listen = listen
         self._name = name
@@ -114,7 +115,6 @@ class MasterFront:
         self._when_idle = when_idle
         self._ensemble = ensemble
         self._takeover_timeout = takeover_timeout
-        self._secret = secret
         self._server: RpcServer | None = None
         self._ticker: threading.Thread | None = None
         self._stop_ticker = threading.Event()
@@ -301,8 +301,9 @@ class MasterFront:
                 return
             if ensemble is not None and body is not None:
                 body["master"].update(ensemble())
-            if secret is not None and body is not None:
-                body["app_key"] = secret.app_key(body["app_id"]).hex()
+            if secret is not None and body is not None and "app_key" not in body:
+                # REGISTER_APP hands the app its key (PROTOCOL §2.1); workers derive the same one
+                body["app_key"] = secret.app_key(str(body["app_id"])).hex()
             responder.ok(body)
 
         return reply

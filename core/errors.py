@@ -15,7 +15,7 @@
     ├── NotEnoughWorkers      NOT_ENOUGH_WORKERS (r)
     ├── Conflict              CONFLICT             e.g. registering a shuffle twice with other sizes
     ├── QuotaExceeded         QUOTA_EXCEEDED       a configured cap is reached (``--max-apps``)
-    ├── Unauthorized          UNAUTHORIZED         no valid credentials (member or app key) for the request
+    ├── Unauthorized          UNAUTHORIZED         no valid signature for this request (PROTOCOL §2.1)
     ├── DataLostError         DATA_LOST            names the partitions, (map, partition) pairs and workers
     ├── Unavailable           UNAVAILABLE     (r)  the event log (ZooKeeper, disk) cannot be written
     │   ├── LogLocked         UNAVAILABLE     (r)  ha.eventlog: another process holds the log
@@ -231,11 +231,11 @@ class QuotaExceeded(CroupierError):
 
 
 class Unauthorized(CroupierError):
-    """The request lacks valid credentials: a member request not signed with the cluster
-    secret, an app request not signed with its app key, or a shuffle opened by its ids
-    alone on a cluster with a secret (open it with ``Shuffle.handle()``'s string).
+    """The request is not signed, signed with the wrong key, replayed, or its clock is off.
 
-    Not retriable: the same request keeps failing without the right key.
+    Not retriable: the same request with the same credentials keeps failing. Members
+    sign with the cluster secret (``--secret-file``); apps with the key ``REGISTER_APP``
+    returned. Servers say why only in their log, never to the sender.
     """
 
     code = "UNAUTHORIZED"

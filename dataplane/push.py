@@ -28,6 +28,7 @@ from croupier.transports.async_rpc import AsyncRpcClient, Callback
 from croupier.transports.digest import AppKeys, digest_ok
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
 
@@ -84,7 +85,8 @@ class PushHandler:
     reservations: the locations placed here; a batch for any other refuses the request.
     limiter: the worker's memory budget; full means ``CONGESTED``.
     replicator: sends the REPLICATEs (started and stopped by the caller).
-    app_keys: the keys batch digests are checked with (default: unkeyed, a worker with no secret).
+    secret: the cluster secret: batch digests are checked keyed by each app's key, derived from
+        it (cached per app, bounded); None (a worker built without one) checks them unkeyed.
     """
 
     def __init__(
@@ -95,14 +97,14 @@ class PushHandler:
         limiter: MemoryLimiter,
         replicator: AsyncRpcClient,
         *,
-        app_keys: AppKeys | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self._identity = identity
         self._locations = locations
         self._reservations = reservations
         self._limiter = limiter
         self._replicator = replicator
-        self._app_keys = app_keys or AppKeys(None)
+        self._app_keys = AppKeys(secret)
 
     def on_push(self, request: Request, responder: Responder) -> None:
         """Take a PUSH into memory here, then forward it to its replica, if any."""

@@ -45,7 +45,7 @@ class HaMasterService(Service):
     zk_url: ``zk://h1:p1,h2:p2/root``.
     config: timeouts and intervals (``takeover_grace`` applies after every takeover).
     session_timeout: the ZooKeeper session timeout, seconds.
-    secret: the cluster secret: REGISTER_APP then answers each app's key (None: library use).
+    secret: the cluster secret (PROTOCOL §2.1); None (library use) accepts every request.
     """
 
     def __init__(

@@ -39,7 +39,8 @@ class MasterService(Service):
         clock: wall-clock seconds; tests pass a fake one and call ``tick()``.
         rng: randomness for placement and ids.
         event_log: use this log instead of one in ``data_dir``.
-        secret: the cluster secret: REGISTER_APP then answers each app's key (None: library use).
+        secret: the cluster secret (PROTOCOL §2.1): requests are checked against it and the
+            master's requests to workers are member-signed. None (library use) accepts every request.
     """
 
     def __init__(

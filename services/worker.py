@@ -50,7 +50,6 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.digest import AppKeys
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
@@ -71,7 +70,9 @@ class WorkerService(Service):
         config: slots, memory cap, flush and chunk sizes, heartbeat interval.
         worker_id: override the persistent id (tests).
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
-        secret: the cluster secret (None: a library worker that checks unkeyed digests).
+        secret: the cluster secret: every request is checked (PROTOCOL §2.1; app requests
+            against the app key derived from it), and registration, heartbeats and
+            REPLICATE are member-signed. None (library use) accepts every request.
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class WorkerService(Service):
         store: PartitionStore | None = None,
         secret: ClusterSecret | None = None,
     ) -> None:
+        self._secret = secret
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -94,7 +96,6 @@ class WorkerService(Service):
         self.worker_id = worker_id or self._persistent_id()
         self._master_url = master
         self._given_store = store
-        self._secret = secret
         self.store: PartitionStore | None = None
         self.limiter = MemoryLimiter(self.config.memory_cap)
         self._locations = Locations()
@@ -141,7 +142,7 @@ class WorkerService(Service):
                 self._reservations,
                 self.limiter,
                 self._replicator,
-                app_keys=AppKeys(self._secret),
+                secret=self._secret,
             )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(

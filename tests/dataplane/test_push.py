@@ -24,7 +24,7 @@ from croupier.dataplane.push import PushHandler
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.digest import AppKeys, batch_digest
+from croupier.transports.digest import batch_digest
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
 from croupier.transports.secret import ClusterSecret
@@ -62,7 +62,7 @@ def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
     reservations.reserve(Reserve("app-1", 0, ME.incarnation, 4, False, pairs=(("worker-1", None),)))
     reservations.reserve(Reserve("app-1", 1, ME.incarnation, 4, True, pairs=(("worker-1", "worker-2"),)))
     reservations.reserve(Reserve("app-1", 2, ME.incarnation, 4, True, pairs=(("worker-2", "worker-1"),)))
-    handler = PushHandler(ME, locations, reservations, limiter, replicator, app_keys=AppKeys(secret))
+    handler = PushHandler(ME, locations, reservations, limiter, replicator, secret=secret)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
     own_replica = RpcServer("tcp://127.0.0.1:0", handler.on_replicate, allowed_types=[int(MsgType.REPLICATE)])
