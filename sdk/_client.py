@@ -138,6 +138,7 @@ class Client:
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
         self._apps: list[App] = []
+        self._keys: dict[str, bytes] = {}  # app_id -> app key: the apps registered or opened here
         self._closed = False
         self._suspects: dict[str, float] = {}  # worker_id -> monotonic time its exclusion ends
 
@@ -160,6 +161,7 @@ class Client:
                 app.close()
                 raise Unavailable("the client is closed")
             self._apps.append(app)
+        self._learn_key(app.app_id, app.app_key)
         app._start_heartbeats()
         return app
 
@@ -174,7 +176,8 @@ class Client:
         ``Shuffle.handle()`` returned (see this module's docstring).
 
         ``open_shuffle(app_id, shuffle_id)`` (no key) still works on a cluster without a
-        secret, and on any cluster for an app this client registered itself.
+        secret, and on any cluster for an app this client registered itself or opened a
+        handle of (it knows their keys).
 
         Raises:
             BadRequest: ``handle`` is not a shuffle handle.
@@ -183,10 +186,12 @@ class Client:
         """
         if shuffle_id is None:
             app_id, shuffle_id, key = parse_handle(app_id)
-            return Shuffle(self, self._get_shuffle(app_id, shuffle_id, key), app_key=key)
-        key = self._known_key(app_id)
+            self._learn_key(app_id, key)
+        else:
+            with self._lock:
+                key = self._keys.get(app_id)
         try:
-            summary = self._get_shuffle(app_id, shuffle_id, key)
+            summary = self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary)
         except Unauthorized as exc:
             if key is not None:
                 raise
@@ -198,16 +203,13 @@ class Client:
             ) from exc
         return Shuffle(self, summary, app_key=key)
 
-    def _get_shuffle(self, app_id: str, shuffle_id: int, key: bytes | None) -> ShuffleSummary:
-        """GET_SHUFFLE, as the app whose key is ``key`` (the request is signed with it, once
-        requests are signed)."""
-        del key  # the app-request MAC (issue 14 item 2, the auth part) signs with it
-        return self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary)
-
-    def _known_key(self, app_id: str) -> bytes | None:
-        """The key of ``app_id`` if this client registered it, else None."""
+    def _learn_key(self, app_id: str, key: bytes | None) -> None:
+        """Remember ``app_id``'s key (from ``REGISTER_APP`` or a handle): this client's
+        requests for that app are made as the app from now on."""
+        if key is None:
+            return
         with self._lock:
-            return next((a.app_key for a in self._apps if a.app_id == app_id), None)
+            self._keys[app_id] = key
 
     def status(self) -> dict[str, Any]:
         """The master's status reply (workers, apps, shuffles), as JSON values.
@@ -329,9 +331,7 @@ class App:
 
     def open_shuffle(self, shuffle_id: int) -> Shuffle:
         """One of this app's shuffles, by id."""
-        return Shuffle(
-            self.client, self.client._get_shuffle(self.app_id, shuffle_id, self.app_key), app_key=self.app_key
-        )
+        return self.client.open_shuffle(self.app_id, shuffle_id)
 
     def unregister(self) -> None:
         """Stop heartbeats and unregister; workers then delete the app's files. Idempotent."""
@@ -440,7 +440,7 @@ class Shuffle:
         return dict(to_json(self._summary()))
 
     def _summary(self) -> ShuffleSummary:
-        return self.client._get_shuffle(self.app_id, self.shuffle_id, self.app_key)
+        return self.client._master.request(GetShuffle(self.app_id, self.shuffle_id), ShuffleSummary)
 
     def unregister(self) -> bool:
         """Unregister the shuffle (workers delete its files). Returns whether it existed."""

@@ -8,19 +8,20 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import croupier
-from croupier._client import Client, Shuffle, parse_handle
+from croupier._client import Shuffle, parse_handle
 from croupier._reader import wait_committed
 from croupier.core.batch import BATCH_HEADER, BatchHeader
 from croupier.core.codec import to_json
-from croupier.core.commands import GetLocations, RegisterApp
+from croupier.core.commands import GetLocations, GetShuffle, RegisterApp
 from croupier.core.config import ClientConfig
 from croupier.core.dataplane import Push, ReplicaTarget
 from croupier.core.errors import BadRequest, DataLostError, Unauthorized
-from croupier.core.replies import LocationsReply, RegisterAppReply, ShuffleSummary
+from croupier.core.replies import LocationsReply, RegisterAppReply
 from croupier.core.wire import MsgType
 from croupier.transports.digest import batch_digest
 from croupier.transports.master_client import MasterClient
@@ -170,21 +171,22 @@ def test_the_two_id_form_on_a_cluster_that_wants_a_key_says_a_handle_is_needed(
     secure: SecureCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A master that refuses an unsigned GET_SHUFFLE (UNAUTHORIZED) makes ``open_shuffle(app_id,
-    shuffle_id)`` raise ``Unauthorized`` naming the handle; an app this client registered
-    itself still opens by its ids (its key is known)."""
+    shuffle_id)`` raise ``Unauthorized`` naming the handle; once the client has the key (from a
+    handle, or because it registered the app) the ids are enough."""
     with croupier.connect(secure.master_url) as client, croupier.connect(secure.master_url) as other:
         app = client.register_app("owner")
         sh = app.register_shuffle(num_mappers=1, num_partitions=2)
+        real = other._master.request
 
-        real = Client._get_shuffle
+        def refuse_unsigned(command: Any, reply_type: Any) -> Any:
+            if isinstance(command, GetShuffle) and command.app_id not in other._keys:
+                raise Unauthorized("the request needs a signature")
+            return real(command, reply_type)
 
-        def refuse(self: Client, app_id: str, shuffle_id: int, key: bytes | None) -> ShuffleSummary:
-            if key is None:
-                raise Unauthorized("GET_SHUFFLE needs a MAC under the app key")
-            return real(self, app_id, shuffle_id, key)
-
-        monkeypatch.setattr(Client, "_get_shuffle", refuse)
+        monkeypatch.setattr(other._master, "request", refuse_unsigned)
         with pytest.raises(Unauthorized, match=r"handle \(open_shuffle\(shuffle.handle\(\)\)"):
             other.open_shuffle(app.app_id, sh.shuffle_id)
+        assert other.open_shuffle(sh.handle()).app_key == app.app_key
+        assert other.open_shuffle(app.app_id, sh.shuffle_id).app_key == app.app_key
         assert client.open_shuffle(app.app_id, sh.shuffle_id).app_key == app.app_key
-        assert other.open_shuffle(sh.handle()).shuffle_id == sh.shuffle_id
+        assert app.open_shuffle(sh.shuffle_id).handle() == sh.handle()
