@@ -192,8 +192,8 @@ def map_partition(
     attempt = new_attempt_id() if attempt_id is None else attempt_id
     rows = nbytes = 0
     with croupier.connect(spec.url, config=spec.config) as client:
+        sh = spec.open(client)  # first: the client then knows the app's key
         _heartbeat(client, spec.app_id)
-        sh = spec.open(client)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
             for j, count, framed in _pieces(part, spec.on, spec.npartitions):
                 writer._write_framed(j, memoryview(framed))
@@ -230,8 +230,8 @@ def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.D
 
     tables = []
     with croupier.connect(spec.url, config=spec.config) as client:
+        sh = spec.open(client)  # first: the client then knows the app's key
         _heartbeat(client, spec.app_id)
-        sh = spec.open(client)
         for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
             with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
                 tables.append(stream.read_all())
@@ -319,10 +319,15 @@ def shuffle(
 
 
 def unregister(url: str, app_id: str, *, config: ClientConfig | None = None) -> None:
-    """Unregister app ``app_id`` (its shuffles' files are deleted)."""
+    """Unregister app ``app_id`` (its shuffles' files are deleted). On a cluster with a secret,
+    pass the handle of one of its shuffles (``ShuffleSpec.handle``) instead: it carries the key."""
+    from croupier._client import HANDLE_PREFIX, parse_handle
     from croupier.core.commands import UnregisterApp
 
     with croupier.connect(url, config=config) as client:
+        if app_id.startswith(f"{HANDLE_PREFIX}:"):
+            app_id, _, key = parse_handle(app_id)
+            client._learn_key(app_id, key)
         client._master.request(UnregisterApp(app_id), ChangedReply)
 
 

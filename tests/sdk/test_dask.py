@@ -221,3 +221,6 @@ def test_tasks_open_the_shuffle_by_its_handle_on_a_cluster_with_a_secret(
         key = SECRET.app_key(svc.app_id).hex()
         assert spec.handle is not None and spec.handle.endswith(key) and key not in repr(spec)
         check_shuffled(df, out, "key", scheduler="sync")
+        croupier.dask.unregister(cluster.master_url, spec.handle)  # the handle carries the key
+        with croupier.connect(cluster.master_url) as other, pytest.raises(croupier.UnknownApp):
+            other.open_shuffle(spec.handle)
