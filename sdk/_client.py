@@ -102,7 +102,7 @@ def parse_handle(handle: str) -> tuple[str, int, bytes | None]:
     if len(parts) != 4 or parts[0] != HANDLE_PREFIX:
         raise BadRequest(f"not a shuffle handle: expected {HANDLE_PREFIX}:<app_id>:<shuffle_id>:<key>")
     _, app_id, shuffle_text, key_text = parts
-    if not shuffle_text.isdigit() or not app_id:
+    if not (shuffle_text.isascii() and shuffle_text.isdigit()) or not app_id:
         raise BadRequest("not a shuffle handle: its app id or shuffle id is malformed")
     if key_text and (len(key_text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in key_text)):
         raise BadRequest(f"not a shuffle handle: its key is not {_KEY_HEX} lowercase hex digits")

@@ -156,6 +156,7 @@ def test_a_handle_opens_the_shuffle_in_another_client(secure: SecureCluster) -> 
         "croupier-shuffle-v1:app-1:0",
         "croupier-shuffle-v2:app-1:0:",
         "croupier-shuffle-v1:app-1:x:",
+        "croupier-shuffle-v1:app-1:\u0663:",
         "croupier-shuffle-v1::0:",
         "croupier-shuffle-v1:app-1:0:abcd",
         "croupier-shuffle-v1:app-1:0:" + "G" * 64,
