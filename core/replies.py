@@ -152,8 +152,13 @@ class DecommissionReply:
 
 @dataclass(frozen=True, slots=True)
 class RegisterAppReply:
+    """``app_key``: 64 hex digits, the app's key (batch digests, app requests), from a master with
+    a cluster secret; absent from one without (PROTOCOL §4). The master adds it to each reply
+    itself: it is never in the event log."""
+
     app_id: str
     name: str
+    app_key: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)

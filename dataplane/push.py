@@ -31,9 +31,10 @@ from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.throttle import AppThrottle
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
-from croupier.transports.digest import digest_ok
+from croupier.transports.digest import AppKeys, digest_ok
 from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
+from croupier.transports.secret import ClusterSecret
 
 __all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
 
@@ -68,14 +69,15 @@ def parse_batches(request: Request, pairs: tuple[tuple[int, int], ...]) -> tuple
     return out, total
 
 
-def verify_digests(batches: Parsed) -> None:
-    """Check every batch's digest against its bytes.
+def verify_digests(batches: Parsed, key: bytes | None = None) -> None:
+    """Check every batch's digest against its bytes, keyed by the app key ``key`` when given
+    (PROTOCOL §5.1): a batch made without the app's key is refused like a corrupt one.
 
     Raises:
         BadRequest: a batch's digest does not match; it names the batch.
     """
     for i, (_, header, _, data) in enumerate(batches):
-        if not digest_ok(header, data):
+        if not digest_ok(header, data, key):
             raise BadRequest(
                 f"batch {i} (map {header.map_id} attempt {header.attempt_id} batch {header.batch_id})"
                 " does not match its digest: nothing of this request was stored"
@@ -91,6 +93,8 @@ class PushHandler:
     replicator: sends the REPLICATEs (started and stopped by the caller).
     pushed: counts the bytes taken as primary, for the tenants' bytes in flight.
     throttle: per-app push rates; a PUSH of a throttled app is ``CONGESTED`` (None: off).
+    secret: the cluster secret: batch digests are checked keyed by each app's key, derived from
+        it (cached per app, bounded); None (a worker built without one) checks them unkeyed.
     """
 
     def __init__(
@@ -103,6 +107,7 @@ class PushHandler:
         pushed: PushedBytes | None = None,
         *,
         throttle: AppThrottle | None = None,
+        secret: ClusterSecret | None = None,
     ) -> None:
         self._pushed = pushed
         self._identity = identity
@@ -111,6 +116,7 @@ class PushHandler:
         self._limiter = limiter
         self._replicator = replicator
         self._throttle = throttle
+        self._app_keys = AppKeys(secret)
 
     def on_push(self, request: Request, responder: Responder) -> None:
         """Take a PUSH into memory here, then forward it to its replica, if any."""
@@ -126,7 +132,7 @@ class PushHandler:
         self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica, url)
         if self._throttle is not None:  # before the digests: a refusal costs little
             self._throttle.check(push.app_id)
-        verify_digests(batches)
+        verify_digests(batches, self._app_keys.get(push.app_id))
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
         if self._pushed is not None:
             self._pushed.add(push.app_id, push.shuffle_id, total)
@@ -147,7 +153,7 @@ class PushHandler:
         batches, total = parse_batches(request, rep.batches)
         self._identity.check(rep.incarnation)
         self._reservations.check_replicate(rep.app_id, rep.shuffle_id, rep.batches)
-        verify_digests(batches)
+        verify_digests(batches, self._app_keys.get(rep.app_id))
         self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total)
         responder.ok({})
 

@@ -93,7 +93,7 @@ def test_leader_crash_during_a_shuffle_loses_nothing(
         def run_map(m: int) -> None:
             try:
                 with croupier.connect(cluster.master_url, config=config) as own:
-                    shuffle = own.open_shuffle(sh.app_id, sh.shuffle_id)
+                    shuffle = own.open_shuffle(sh.handle())
                     with shuffle.writer(m, 0) as w:
                         for p, rec in expected_records(m, partitions, per_map):
                             w.write(p, rec)

@@ -68,15 +68,17 @@ def make_batch(
     data: bytes | memoryview,
     *,
     seal: bool = False,
+    key: bytes | None = None,
 ) -> OutBatch:
-    """Build a data batch (or, with ``seal``, a seal whose ``batch_id`` is the data batch count)."""
+    """Build a data batch (or, with ``seal``, a seal whose ``batch_id`` is the data batch count),
+    its digest keyed by the app key ``key`` when given (PROTOCOL §5.1)."""
     if seal:
         if data:
             raise ValueError("a seal carries no data")
-        digest = batch_digest(map_id, attempt_id, batch_id, FLAG_SEAL, b"")
+        digest = batch_digest(map_id, attempt_id, batch_id, FLAG_SEAL, b"", key)
         header = BatchHeader(map_id, attempt_id, batch_id, 0, FLAG_SEAL, digest)
     else:
-        digest = batch_digest(map_id, attempt_id, batch_id, 0, data)
+        digest = batch_digest(map_id, attempt_id, batch_id, 0, data, key)
         header = BatchHeader(map_id, attempt_id, batch_id, len(data), 0, digest)
     return OutBatch(partition, header, data)
 
@@ -89,6 +91,7 @@ class Accumulator:
         num_partitions: ``add`` refuses partitions outside ``0..num_partitions-1``.
         buffer_size: a buffer becomes a batch when it reaches this many bytes.
         memory_limit: partial buffers together; above it the largest are cut early.
+        key: the app key the batch digests are keyed with (None: unkeyed, a cluster with no secret).
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class Accumulator:
         *,
         buffer_size: int = 64 * 1024,
         memory_limit: int = 64 * 1024**2,
+        key: bytes | None = None,
     ) -> None:
         if buffer_size < 1:
             raise ValueError(f"buffer_size must be positive, got {buffer_size}")
@@ -107,6 +111,7 @@ class Accumulator:
         self.num_partitions = num_partitions
         self.buffer_size = buffer_size
         self.memory_limit = max(memory_limit, buffer_size)
+        self._key = key
         self._buffers: dict[int, bytearray] = {}
         self._counts: dict[int, int] = {}
         self._buffered = 0
@@ -130,7 +135,7 @@ class Accumulator:
     def _cut(self, partition: int, data: bytes | memoryview) -> OutBatch:
         batch_id = self._counts[partition]
         self._counts[partition] = batch_id + 1
-        return make_batch(partition, self.map_id, self.attempt_id, batch_id, data)
+        return make_batch(partition, self.map_id, self.attempt_id, batch_id, data, key=self._key)
 
     def _take(self, partition: int) -> bytes:
         buf = self._buffers.pop(partition, None)
@@ -229,7 +234,7 @@ class Accumulator:
         if self._buffered:
             raise RuntimeError("flush() before seals(): partial buffers would be left out")
         return [
-            make_batch(p, self.map_id, self.attempt_id, count, b"", seal=True)
+            make_batch(p, self.map_id, self.attempt_id, count, b"", seal=True, key=self._key)
             for p, count in self._counts.items()
         ]
 

@@ -37,13 +37,17 @@ class CorruptChunk(Exception):
 
 
 def parse_chunk(
-    chunk: bytes | memoryview, wanted: Callable[[BatchHeader], bool] | None = None
+    chunk: bytes | memoryview,
+    wanted: Callable[[BatchHeader], bool] | None = None,
+    key: bytes | None = None,
 ) -> list[tuple[BatchHeader, memoryview]]:
     """Split a chunk into ``(header, data)`` and verify the digest of each batch kept.
 
     Parameters:
         chunk: batches back to back.
         wanted: which batches to keep (default: all); the others are dropped unverified.
+        key: the app key digests are keyed with (None: unkeyed). A batch forged without it
+            fails like a corrupt one, so the reader drops the copy and reads the other.
 
     Raises:
         CorruptChunk: a header or batch is cut short, has bad flags, or a kept batch's digest differs.
@@ -53,7 +57,7 @@ def parse_chunk(
         for offset, header, data in iter_batches(chunk):
             if wanted is not None and not wanted(header):
                 continue
-            if not digest_ok(header, data):
+            if not digest_ok(header, data, key):
                 raise CorruptChunk(
                     f"digest mismatch in batch at offset {offset} (map {header.map_id} attempt "
                     f"{header.attempt_id} batch {header.batch_id})"
@@ -177,6 +181,7 @@ def select_records(
     *,
     partition: int = 0,
     workers: Iterable[str] = (),
+    key: bytes | None = None,
 ) -> list[bytes]:
     """Every kept record of a partition's chunks (all epochs, in order), checked for completeness.
 
@@ -187,7 +192,7 @@ def select_records(
     selector = BatchSelector(winners)
     out: list[bytes] = []
     for chunk in chunks:
-        for header, data in parse_chunk(chunk, selector.wanted):
+        for header, data in parse_chunk(chunk, selector.wanted, key):
             if selector.is_new(header):
                 records = split_records(data)
                 selector.offer(header)

@@ -20,6 +20,12 @@ Usage::
         for record in sh.reader(3):
             ...
         app.unregister()
+
+A shuffle's **handle** (``Shuffle.handle()``) is how another process opens it: the string
+``croupier-shuffle-v1:<app_id>:<shuffle_id>:<app key>``, the app key as 64 lowercase hex
+digits (empty on a cluster without a secret). It carries the app's key, so it is a
+credential: whoever holds it can read and write the app's shuffles. Pass it to
+``croupier.connect(url).open_shuffle(handle)``.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from croupier._reader import Reader, readers
 from croupier._routing import Routing
@@ -47,7 +53,14 @@ from croupier.core.commands import (
     UnregisterShuffle,
 )
 from croupier.core.config import ClientConfig
-from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable, UnknownApp
+from croupier.core.errors import (
+    BadRequest,
+    CroupierError,
+    InternalError,
+    Unauthorized,
+    Unavailable,
+    UnknownApp,
+)
 from croupier.core.replies import (
     AppHeartbeatReply,
     ChangedReply,
@@ -61,12 +74,44 @@ from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
 
-__all__ = ["App", "Client", "Shuffle", "connect"]
+__all__ = ["HANDLE_PREFIX", "App", "Client", "Shuffle", "connect", "parse_handle"]
 
 log = logging.getLogger(__name__)
 
 # the app keys every client of this process has learned from REGISTER_APP
 _PROCESS_KEYS = Signer()
+HANDLE_PREFIX = "croupier-shuffle-v1"
+_KEY_HEX = 64
+
+
+def _app_key(text: str | None) -> bytes | None:
+    """The app key REGISTER_APP answered (64 hex digits), as bytes.
+
+    Raises:
+        InternalError: the master sent something else.
+    """
+    if text is None:
+        return None
+    if len(text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in text):
+        raise InternalError("the master's REGISTER_APP reply has a malformed app_key")
+    return bytes.fromhex(text)
+
+
+def parse_handle(handle: str) -> tuple[str, int, bytes | None]:
+    """``(app_id, shuffle_id, app key or None)`` from ``Shuffle.handle()``'s string.
+
+    Raises:
+        BadRequest: ``handle`` is not a shuffle handle (the message never repeats its key).
+    """
+    parts = handle.split(":") if isinstance(handle, str) else []
+    if len(parts) != 4 or parts[0] != HANDLE_PREFIX:
+        raise BadRequest(f"not a shuffle handle: expected {HANDLE_PREFIX}:<app_id>:<shuffle_id>:<key>")
+    _, app_id, shuffle_text, key_text = parts
+    if not (shuffle_text.isascii() and shuffle_text.isdigit()) or not app_id:
+        raise BadRequest("not a shuffle handle: its app id or shuffle id is malformed")
+    if key_text and (len(key_text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in key_text)):
+        raise BadRequest(f"not a shuffle handle: its key is not {_KEY_HEX} lowercase hex digits")
+    return app_id, int(shuffle_text), bytes.fromhex(key_text) if key_text else None
 
 
 def connect(
@@ -126,6 +171,7 @@ class Client:
         self._lock = threading.Lock()
         self._data: AsyncRpcClient | None = None
         self._apps: list[App] = []
+        self._keys: dict[str, bytes] = {}  # app_id -> app key: the apps registered or opened here
         self._closed = False
         self._suspects: dict[str, float] = {}  # worker_id -> monotonic time its exclusion ends
 
@@ -143,18 +189,14 @@ class Client:
             CroupierError: the master refused or could not be reached.
         """
         body = self._register(name, app_id)
-        reply = decode_reply(
-            RegisterAppReply, {k: v for k, v in body.items() if k != "app_key"}, "RegisterApp"
-        )
-        app = App(self, reply.app_id, reply.name)
-        app.app_key = _app_key(body)
-        if app.app_key is not None:
-            self._signer.add_app(app.app_id, app.app_key)
+        reply = decode_reply(RegisterAppReply, body, "RegisterApp")
+        app = App(self, reply.app_id, reply.name, _app_key(reply.app_key))
         with self._lock:
             if self._closed:
                 app.close()
                 raise Unavailable("the client is closed")
             self._apps.append(app)
+        self._learn_key(app.app_id, app.app_key)
         app._start_heartbeats()
         return app
 
@@ -175,13 +217,52 @@ class Client:
                 log.warning("app %s was registered but its key was lost; registering another id", chosen)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def open_shuffle(self, app_id: str, shuffle_id: int) -> Shuffle:
-        """A registered shuffle, known only by its ids (for example in another process).
+    @overload
+    def open_shuffle(self, handle: str, /) -> Shuffle: ...
+
+    @overload
+    def open_shuffle(self, app_id: str, shuffle_id: int) -> Shuffle: ...
+
+    def open_shuffle(self, app_id: str, shuffle_id: int | None = None) -> Shuffle:
+        """A registered shuffle in another process: ``open_shuffle(handle)``, with the string
+        ``Shuffle.handle()`` returned (see this module's docstring).
+
+        ``open_shuffle(app_id, shuffle_id)`` (no key) still works on a cluster without a
+        secret, and on any cluster for an app this client registered itself or opened a
+        handle of (it knows their keys).
 
         Raises:
+            BadRequest: ``handle`` is not a shuffle handle.
+            Unauthorized: the two-id form on a cluster with a secret: pass a handle instead.
             UnknownApp, UnknownShuffle: no such app or shuffle.
         """
-        return Shuffle(self, self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary))
+        if shuffle_id is None:
+            app_id, shuffle_id, key = parse_handle(app_id)
+            self._learn_key(app_id, key)
+        else:
+            with self._lock:
+                key = self._keys.get(app_id)
+        try:
+            summary = self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary)
+        except Unauthorized as exc:
+            if key is not None:
+                raise
+            raise Unauthorized(
+                f"shuffle {app_id}/{shuffle_id}: this cluster has a secret, so a shuffle is opened"
+                " with its handle (open_shuffle(shuffle.handle()), the string Shuffle.handle()"
+                " returns in the process that registered it), not with its ids",
+                exc.details,
+            ) from exc
+        return Shuffle(self, summary, app_key=key)
+
+    def _learn_key(self, app_id: str, key: bytes | None) -> None:
+        """Remember ``app_id``'s key (from ``REGISTER_APP`` or a handle): this client's
+        requests for that app are made as the app from now on."""
+        if key is None:
+            return
+        with self._lock:
+            self._keys[app_id] = key
+        self._signer.add_app(app_id, key)
 
     def status(self) -> dict[str, Any]:
         """The master's status reply, as JSON values (PROTOCOL §4).
@@ -269,35 +350,22 @@ class Client:
                 self._apps.remove(app)
 
 
-def _app_key(body: dict[str, Any]) -> bytes | None:
-    """The ``app_key`` (64 hex digits) of a ``REGISTER_APP`` reply; None when there is none."""
-    value = body.get("app_key")
-    if value is None:
-        return None
-    try:
-        key = bytes.fromhex(str(value))
-    except ValueError:
-        key = b""
-    if len(key) != 32:
-        raise InternalError(f"malformed reply from the master to RegisterApp: app_key {value!r}")
-    return key
-
-
 class App:
     """A registered application; heartbeats keep it (and its shuffles) alive.
 
     Attributes:
         app_id, name: as registered.
-        app_key: the app's key from ``REGISTER_APP`` (None from a master without a secret);
-            every request of the app is signed with it (PROTOCOL §2.1).
+        app_key: the app's key from ``REGISTER_APP`` (32 bytes; None on a cluster without a
+            secret): every request of the app is signed with it (PROTOCOL §2.1) and batch
+            digests are keyed with it. A credential: never print it.
         heartbeats: heartbeats the master acknowledged.
     """
 
-    def __init__(self, client: Client, app_id: str, name: str) -> None:
+    def __init__(self, client: Client, app_id: str, name: str, app_key: bytes | None = None) -> None:
         self.client = client
         self.app_id = app_id
         self.name = name
-        self.app_key: bytes | None = None
+        self.app_key = app_key
         self.heartbeats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -322,7 +390,8 @@ class App:
         request = RegisterShuffle(
             self.app_id, num_mappers, num_partitions, replicate, shuffle_id, request_id=secrets.token_hex(12)
         )
-        return Shuffle(self.client, self.client._master.request(request, ShuffleSummary))
+        summary = self.client._master.request(request, ShuffleSummary)
+        return Shuffle(self.client, summary, app_key=self.app_key)
 
     def open_shuffle(self, shuffle_id: int) -> Shuffle:
         """One of this app's shuffles, by id."""
@@ -373,17 +442,31 @@ class Shuffle:
 
     Attributes:
         app_id, shuffle_id, num_mappers, num_partitions, replicate: as registered.
+        app_key: its app's key (None on a cluster without a secret); writers key batch
+            digests with it, readers check them with it.
         routing: the current location of every partition (shared by this object's writers).
     """
 
-    def __init__(self, client: Client, summary: ShuffleSummary) -> None:
+    def __init__(self, client: Client, summary: ShuffleSummary, *, app_key: bytes | None = None) -> None:
         self.client = client
+        self.app_key = app_key
         self.app_id = summary.app_id
         self.shuffle_id = summary.shuffle_id
         self.num_mappers = summary.num_mappers
         self.num_partitions = summary.num_partitions
         self.replicate = summary.replicate
         self.routing = Routing.from_summary(summary)
+
+    def handle(self) -> str:
+        """The string another process opens this shuffle with: ``client.open_shuffle(handle)``.
+
+        It is ``croupier-shuffle-v1:<app_id>:<shuffle_id>:<app key>``, the key as 64
+        lowercase hex digits (empty on a cluster without a secret). It carries the app's key:
+        whoever holds it can read and write this app's shuffles, so pass it as you would a
+        password (task arguments, not logs).
+        """
+        key = "" if self.app_key is None else self.app_key.hex()
+        return f"{HANDLE_PREFIX}:{self.app_id}:{self.shuffle_id}:{key}"
 
     def writer(self, map_id: int, attempt_id: int = 0) -> Writer:
         """A writer for one attempt of map ``map_id``; use it as a context manager."""

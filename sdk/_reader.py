@@ -368,7 +368,7 @@ class Reader:
         for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
             self.stats["chunks"] += 1
             try:
-                batches = parse_chunk(chunk, selector.wanted)
+                batches = parse_chunk(chunk, selector.wanted, self.shuffle.app_key)
                 for header, data in batches:
                     if selector.is_new(header):
                         records: list[bytes] | list[memoryview] = (

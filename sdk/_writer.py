@@ -73,6 +73,7 @@ class Writer:
             shuffle.num_partitions,
             buffer_size=config.push_buffer_size,
             memory_limit=config.writer_memory_limit,
+            key=shuffle.app_key,
         )
         self._sender = Sender(
             app_id=shuffle.app_id,

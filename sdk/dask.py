@@ -29,7 +29,9 @@ The graph then holds
   (an empty partition is ``df._meta``).
 
 Every task opens its own ``croupier.connect(url)`` client (tasks run in other
-processes) and closes it before returning.
+processes) and the shuffle by its handle (``Shuffle.handle()``, in the ``ShuffleSpec``:
+it carries the app key, so tasks on a cluster with a secret can write and read), and
+closes the client before returning.
 
 Attempts. Dask may run a task more than once (retries, a lost worker, recomputing
 the result). Each *execution* of a map task uses a fresh random ``attempt_id``; the
@@ -64,7 +66,7 @@ if TYPE_CHECKING:
     import dask.dataframe as dd
     import pandas as pd
 
-    from croupier._client import App, Client
+    from croupier._client import App, Client, Shuffle
 
 __all__ = [
     "ShuffleService",
@@ -93,8 +95,9 @@ class ShuffleSpec:
         npartitions: output partitions (= the shuffle's ``num_partitions``).
         num_mappers: input partitions (= the shuffle's ``num_mappers``).
         config: the client config every task's client uses (None = defaults).
-        app_key: the app's key, hex (README "Security"): every task's client signs with it;
-            empty against a master without a secret.
+        handle: the shuffle's ``Shuffle.handle()``, which tasks open it with (it carries the
+            app key: left out of ``repr``). None: tasks open it by its ids (a cluster
+            without a secret only).
     """
 
     url: str
@@ -104,7 +107,13 @@ class ShuffleSpec:
     npartitions: int
     num_mappers: int
     config: ClientConfig | None = None
-    app_key: str = ""
+    handle: str | None = dataclasses.field(default=None, repr=False)
+
+    def open(self, client: Client) -> Shuffle:
+        """The shuffle, opened on ``client`` (by its handle when the spec has one)."""
+        if self.handle is not None:
+            return client.open_shuffle(self.handle)
+        return client.open_shuffle(self.app_id, self.shuffle_id)
 
 
 def new_attempt_id() -> int:
@@ -112,11 +121,9 @@ def new_attempt_id() -> int:
     return uuid.uuid4().int & 0x7FFFFFFF
 
 
-def _heartbeat(client: Client, app_id: str, app_key: str = "") -> None:
-    """Sign as the app (its key from the spec), then, best effort, keep the app alive while its
-    tasks run (``shuffle()`` sends no heartbeats)."""
-    if app_key:
-        client._signer.add_app(app_id, bytes.fromhex(app_key))
+def _heartbeat(client: Client, app_id: str) -> None:
+    """Best effort, keep the app alive while its tasks run (``shuffle()`` sends no heartbeats).
+    The client signs as the app once it opened the spec's handle."""
     try:
         client._master.request(AppHeartbeat(app_id), AppHeartbeatReply)
     except CroupierError as exc:
@@ -186,8 +193,8 @@ def map_partition(
     attempt = new_attempt_id() if attempt_id is None else attempt_id
     rows = nbytes = 0
     with croupier.connect(spec.url, config=spec.config) as client:
-        _heartbeat(client, spec.app_id, spec.app_key)
-        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        sh = spec.open(client)  # first: the client then knows the app's key
+        _heartbeat(client, spec.app_id)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
             for j, count, framed in _pieces(part, spec.on, spec.npartitions):
                 writer._write_framed(j, memoryview(framed))
@@ -224,8 +231,8 @@ def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.D
 
     tables = []
     with croupier.connect(spec.url, config=spec.config) as client:
-        _heartbeat(client, spec.app_id, spec.app_key)
-        sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
+        sh = spec.open(client)  # first: the client then knows the app's key
+        _heartbeat(client, spec.app_id)
         for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
             with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
                 tables.append(stream.read_all())
@@ -281,8 +288,7 @@ def _register(
     if n_out < 1:
         raise ValueError(f"npartitions must be >= 1, not {n_out}")
     sh = app.register_shuffle(num_mappers=df.npartitions, num_partitions=n_out, replicate=replicate)
-    key = app.app_key.hex() if app.app_key is not None else ""
-    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config, key)
+    return ShuffleSpec(url, sh.app_id, sh.shuffle_id, cols, n_out, df.npartitions, config, sh.handle())
 
 
 def shuffle(
@@ -314,10 +320,15 @@ def shuffle(
 
 
 def unregister(url: str, app_id: str, *, config: ClientConfig | None = None) -> None:
-    """Unregister app ``app_id`` (its shuffles' files are deleted)."""
+    """Unregister app ``app_id`` (its shuffles' files are deleted). On a cluster with a secret,
+    pass the handle of one of its shuffles (``ShuffleSpec.handle``) instead: it carries the key."""
+    from croupier._client import HANDLE_PREFIX, parse_handle
     from croupier.core.commands import UnregisterApp
 
     with croupier.connect(url, config=config) as client:
+        if app_id.startswith(f"{HANDLE_PREFIX}:"):
+            app_id, _, key = parse_handle(app_id)
+            client._learn_key(app_id, key)
         client._master.request(UnregisterApp(app_id), ChangedReply)
 
 

@@ -164,6 +164,7 @@ class WorkerService(Service):
                 self._replicator,
                 self._pushed,
                 throttle=self.throttle,
+                secret=self._secret,
             )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(

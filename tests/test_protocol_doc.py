@@ -58,6 +58,27 @@ def test_the_documented_batch_header_is_the_codes() -> None:
     assert f'`struct "{BATCH_HEADER.format}"`' in DOC
 
 
+def test_the_documented_batch_digests_are_the_codes() -> None:
+    """PROTOCOL §5.1's examples: keyed by the app key 00..1f, and the unkeyed seal."""
+    import blake3
+
+    from croupier.core.batch import FLAG_SEAL
+    from croupier.transports.digest import batch_digest
+    from croupier.transports.secret import ClusterSecret
+
+    key = bytes(range(32))
+    section = _section("5")
+    assert key.hex() in section and b"hello".hex() in section
+    assert batch_digest(1, 0, 0, 0, b"hello", key).hex() in section
+    assert batch_digest(1, 0, 2, FLAG_SEAL, b"", key).hex() in section
+    assert batch_digest(1, 0, 2, FLAG_SEAL, b"").hex() in section
+    # the derivation the section spells out is the one workers use
+    secret = ClusterSecret(bytes(range(32, 64)))
+    root = blake3.blake3(secret.raw, derive_key_context="croupier 2026-12-01 app key root v1").digest()
+    assert "`croupier 2026-12-01 app key root v1`" in section
+    assert blake3.blake3(b"app-1", key=root).digest() == secret.app_key("app-1")
+
+
 def test_every_documented_message_type_is_in_the_code() -> None:
     documented = _rows(_section("4") + _section("5"))
     assert documented, "no message table found in sections 4 and 5"

@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from croupier.core.config import WorkerConfig
@@ -67,15 +67,14 @@ def _warm() -> int:
 
 def map_task(
     url: str,
-    app_id: str,
-    shuffle_id: int,
+    handle: str,
     map_id: int,
     budget: int,
     partitions: int,
     push_buffer: int = 0,
     curve_key: str = "",
 ) -> tuple[int, int]:
-    """Push one map's records; returns (records, bytes)."""
+    """Push one map's records to the shuffle ``handle`` (``Shuffle.handle()``); returns (records, bytes)."""
     import croupier
     from croupier.core.config import ClientConfig
 
@@ -84,7 +83,7 @@ def map_task(
     nbytes = 0
     config = ClientConfig(push_buffer_size=push_buffer) if push_buffer else None
     with croupier.connect(url, config=config, curve_server_key=curve_key) as client:
-        sh = client.open_shuffle(app_id, shuffle_id)
+        sh = client.open_shuffle(handle)
         with sh.writer(map_id, 0) as w:
             for seq, length, offset in _record_plan(map_id, budget):
                 p = partition_of(map_id, seq, partitions)
@@ -96,8 +95,7 @@ def map_task(
 
 def reduce_task(
     url: str,
-    app_id: str,
-    shuffle_id: int,
+    handle: str,
     parts: list[int],
     mappers: int,
     partitions: int,
@@ -114,7 +112,7 @@ def reduce_task(
     errors: list[str] = []
     nbytes = 0
     with croupier.connect(url, curve_server_key=curve_key) as client:
-        sh = client.open_shuffle(app_id, shuffle_id)
+        sh = client.open_shuffle(handle)
         for reader in sh.readers(parts) if batched else (sh.reader(p) for p in parts):
             p = reader.partition
             seen: set[tuple[int, int]] = set()
@@ -215,26 +213,11 @@ class _Job:
     """What every map and reduce task of one demo shuffle is told."""
 
     url: str
-    app_id: str
-    shuffle_id: int
+    handle: str = field(repr=False)  # Shuffle.handle(): it carries the app key
     mappers: int
     partitions: int
     procs: int
     curve_key: str = ""  # the cluster's CURVE public key, "" without CURVE
-    app_key: str = ""  # hex; the tasks' clients sign the app's requests with it (README "Security")
-
-
-def _trust_app(app_id: str, app_key: str) -> None:
-    """Pool initializer: this process's clients sign ``app_id``'s requests with its key."""
-    if app_key:
-        from croupier._client import _PROCESS_KEYS
-
-        _PROCESS_KEYS.add_app(app_id, bytes.fromhex(app_key))
-
-
-def _key(app: Any) -> str:
-    """The app's key in hex, for the task processes ("" from a master without a secret)."""
-    return app.app_key.hex() if app.app_key is not None else ""
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -246,23 +229,11 @@ def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
 def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, float, int, int]:
     """Run the map tasks; (clock start, end of the pushes, bytes written, records)."""
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
-    ) as pool:
+    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
         futures = [
-            pool.submit(
-                map_task,
-                job.url,
-                job.app_id,
-                job.shuffle_id,
-                m,
-                budget,
-                job.partitions,
-                push_buffer,
-                job.curve_key,
-            )
+            pool.submit(map_task, job.url, job.handle, m, budget, job.partitions, push_buffer, job.curve_key)
             for m in range(job.mappers)
         ]
         written = 0
@@ -280,22 +251,12 @@ def _read(job: _Job, batched: bool, bar: _Bar) -> tuple[float, list[dict[str, An
     ctx = multiprocessing.get_context("spawn")
     chunks = [list(range(i, job.partitions, job.procs)) for i in range(job.procs)]
     results: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(
-        job.procs, mp_context=ctx, initializer=_trust_app, initargs=(job.app_id, job.app_key)
-    ) as pool:
+    with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
         _warm_pool(pool, job.procs)
         reading = time.perf_counter()
         reads = [
             pool.submit(
-                reduce_task,
-                job.url,
-                job.app_id,
-                job.shuffle_id,
-                parts,
-                job.mappers,
-                job.partitions,
-                batched,
-                job.curve_key,
+                reduce_task, job.url, job.handle, parts, job.mappers, job.partitions, batched, job.curve_key
             )
             for parts in chunks
             if parts
@@ -377,8 +338,7 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        key = cluster.curve_server_key
-        job = _Job(cluster.master_url, sh.app_id, sh.shuffle_id, mappers, partitions, procs, key, _key(app))
+        job = _Job(cluster.master_url, sh.handle(), mappers, partitions, procs, cluster.curve_server_key)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
         seconds, cpu, written, records, results = _timed(job, budget, push_buffer, batched_reads, bar, pids)

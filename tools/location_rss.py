@@ -41,9 +41,11 @@ from croupier.core.commands import RegisterApp, RegisterShuffle
 from croupier.core.config import parse_size
 from croupier.core.errors import Congested, CroupierError
 from croupier.core.wire import MsgType
+from croupier.transports.auth import Signer
 from croupier.transports.digest import batch_digest
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
+from croupier.transports.secret import create_secret_file
 
 __all__ = ["Row", "main", "measure"]
 
@@ -100,9 +102,9 @@ def _checkout(commit: str, into: Path) -> str:
     return str(into / "pkg")
 
 
-def _seal_frames(n: int) -> list[bytes]:
+def _seal_frames(n: int, key: bytes | None) -> list[bytes]:
     """A PUSH's payload for ``n`` seals of map 0, attempt 0 (count 0), one per partition."""
-    digest = batch_digest(0, 0, 0, FLAG_SEAL, b"")
+    digest = batch_digest(0, 0, 0, FLAG_SEAL, b"", key)
     header = BatchHeader(0, 0, 0, 0, FLAG_SEAL, digest).encode()
     return [header * n, *([b""] * n)]
 
@@ -119,7 +121,7 @@ def _register(master: MasterClient, partitions: int, shuffle_id: int) -> dict[st
             time.sleep(0.2)
 
 
-def _push_all(push: RpcClient, reply: dict[str, Any], per_push: int) -> tuple[int, int]:
+def _push_all(push: RpcClient, reply: dict[str, Any], per_push: int, key: bytes | None) -> tuple[int, int]:
     """Seal every partition of a registered shuffle; ``(accepted, refused)`` locations."""
     address = next(iter(reply["workers"].values()))
     accepted = refused = 0
@@ -134,7 +136,7 @@ def _push_all(push: RpcClient, reply: dict[str, Any], per_push: int) -> tuple[in
             "replica": None,
         }
         try:
-            push.call(MsgType.PUSH, body, _seal_frames(len(parts)), timeout=60, retries=0)
+            push.call(MsgType.PUSH, body, _seal_frames(len(parts), key), timeout=60, retries=0)
             accepted += len(parts)
         except Congested:
             refused += len(parts)
@@ -144,17 +146,24 @@ def _push_all(push: RpcClient, reply: dict[str, Any], per_push: int) -> tuple[in
 def measure(locations: int, cap: int, *, code: str | None, per_shuffle: int, per_push: int) -> Row:
     """Run one master and worker with ``code`` (None: this code) and seal ``locations`` partitions."""
     with tempfile.TemporaryDirectory() as tmp:
+        # servers with a cluster secret (this code, or a commit that has one) need signed requests
+        secure = code is None or Path(code, "croupier", "transports", "secret.py").exists()
+        secret = create_secret_file(f"{tmp}/secret") if secure else None
+        flags = ["--secret-file", f"{tmp}/secret"] if secure else []
+        signer = Signer.member(secret)
+        key = secret.app_key("rss") if secret is not None else None
         master_proc = _spawn(
-            ["master", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/m", "--app-timeout", "1h"], code
+            ["master", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/m", "--app-timeout", "1h", *flags],
+            code,
         )
         procs = [master_proc]
         try:
             assert master_proc.stdout is not None
             url = master_proc.stdout.readline().decode().strip()
-            worker_args = ["worker", "--master", url, "--dirs", f"{tmp}/w", "--memory", str(cap)]
+            worker_args = ["worker", "--master", url, "--dirs", f"{tmp}/w", "--memory", str(cap), *flags]
             worker = _spawn([*worker_args, "--slots", str(2 * locations + 10), "--heartbeat", "1s"], code)
             procs.append(worker)
-            with MasterClient(url, timeout=60, attempts=1) as master:
+            with MasterClient(url, timeout=60, attempts=1, signer=signer) as master:
                 master.call(RegisterApp("rss", app_id="rss"))
                 first = _register(master, min(locations, per_shuffle), 0)
                 time.sleep(1.0)
@@ -165,16 +174,16 @@ def measure(locations: int, cap: int, *, code: str | None, per_shuffle: int, per
                 address = next(iter(first["workers"].values()))
                 push_url = f"tcp://{address['host']}:{address['push_port']}"
                 control_url = f"tcp://{address['host']}:{address['control_port']}"
-                with RpcClient(push_url, timeout=60, retries=0) as push:
+                with RpcClient(push_url, timeout=60, retries=0, signer=signer) as push:
                     while True:
-                        a, r = _push_all(push, reply, per_push)
+                        a, r = _push_all(push, reply, per_push, key)
                         accepted, refused, done, sid = accepted + a, refused + r, done + a + r, sid + 1
                         if done >= locations:
                             break
                         reply = _register(master, min(locations - done, per_shuffle), sid)
                 seconds = time.monotonic() - start
                 time.sleep(1.0)
-                with RpcClient(control_url, timeout=30, retries=0) as control:
+                with RpcClient(control_url, timeout=30, retries=0, signer=signer) as control:
                     info = control.call(MsgType.WORKER_INFO).body
                 return Row(
                     "before" if code is not None else "after",

@@ -75,7 +75,7 @@ class Job:
         def run(m: int) -> None:
             try:
                 with croupier.connect(self.client.url, config=CONFIG) as own:
-                    shuffle = own.open_shuffle(self.shuffle.app_id, self.shuffle.shuffle_id)
+                    shuffle = own.open_shuffle(self.shuffle.handle())
                     with shuffle.writer(m, 0) as w:
                         for i, (p, rec) in enumerate(self.records(m)):
                             w.write(p, rec)

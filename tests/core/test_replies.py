@@ -22,6 +22,7 @@ from croupier.core.events import WorkerRemoved
 from croupier.core.replies import (
     LocationsReply,
     MasterInfo,
+    RegisterAppReply,
     Reply,
     ShuffleSummary,
     StatusReply,
@@ -218,6 +219,18 @@ def test_reply_encodes_to_the_pinned_bytes(name: str, reply: Reply) -> None:
 @pytest.mark.parametrize(("name", "reply"), REPLIES, ids=[name for name, _ in REPLIES])
 def test_reply_decodes_back_to_itself(name: str, reply: Reply) -> None:
     assert decode_reply(type(reply), json.loads(PINNED[name]), name) == reply
+
+
+def test_register_app_reply_carries_the_app_key_only_when_the_master_adds_it() -> None:
+    """``decide`` (pure, logged) never knows the key; a master with a secret adds ``app_key``."""
+    reply = dict(REPLIES)["register_app"]
+    assert isinstance(reply, RegisterAppReply) and reply.app_key is None
+    body = {"app_id": "app1", "name": "job", "app_key": "ab" * 32}
+    keyed = decode_reply(RegisterAppReply, body, "register_app")
+    assert keyed == RegisterAppReply("app1", "job", "ab" * 32)
+    assert (
+        encode_body(to_json(keyed)).decode() == '{"app_id":"app1","name":"job","app_key":"' + "ab" * 32 + '"}'
+    )
 
 
 def test_removed_worker_is_only_its_id() -> None:

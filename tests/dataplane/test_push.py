@@ -1,7 +1,8 @@
 """``PushHandler`` behind real push and replicate servers: admission against the memory
 limiter, what a PUSH answers when its replica refuses the REPLICATE, and the requests
 refused whole (nothing stored, nothing forwarded): a location not reserved here, a
-replica that is not the placed peer, a batch whose digest does not match."""
+replica that is not the placed peer, a batch whose digest does not match (on a worker with
+a cluster secret: not keyed by the app's key, PROTOCOL §5.1)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ from croupier.dataplane.push import PushHandler
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
+from croupier.transports.digest import batch_digest
 from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
+from croupier.transports.secret import ClusterSecret
 from tests.storage.helpers import batch, key
 
 ME = Identity("worker-1", "inc-1")
+SECRET = ClusterSecret(bytes(range(32)))
 
 
 @dataclass
@@ -43,9 +47,13 @@ class Parts:
 
 
 @pytest.fixture
-def parts() -> Iterator[Parts]:
+def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
+    """The handler behind its servers; ``indirect`` parametrization passes a cluster secret."""
+    secret: ClusterSecret | None = getattr(request, "param", None)
     store = MemoryPartitionStore()
-    limiter = MemoryLimiter(1000, held_share=100)  # the data watermarks; the state of locations fits
+    # the data watermarks (1000 bytes); the state of locations fits. The secret's test stores two
+    # locations, which an empty worker's one-message allowance does not cover: a larger cap
+    limiter = MemoryLimiter(1000 if secret is None else 1_000_000, held_share=100)
     flusher = FlusherActor.start(0, limiter)
     locations = Locations(limiter)
     locations.open(1, lambda: PartitionActor.start(store, [flusher], limiter))
@@ -56,7 +64,7 @@ def parts() -> Iterator[Parts]:
     reservations.reserve(Reserve("app-1", 0, ME.incarnation, 4, False, pairs=(("worker-1", None),)))
     reservations.reserve(Reserve("app-1", 1, ME.incarnation, 4, True, pairs=(("worker-1", "worker-2"),)))
     reservations.reserve(Reserve("app-1", 2, ME.incarnation, 4, True, pairs=(("worker-2", "worker-1"),)))
-    handler = PushHandler(ME, locations, reservations, limiter, replicator)
+    handler = PushHandler(ME, locations, reservations, limiter, replicator, secret=secret)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
     own_replica = RpcServer("tcp://127.0.0.1:0", handler.on_replicate, allowed_types=[int(MsgType.REPLICATE)])
@@ -209,3 +217,30 @@ def test_a_replicate_is_taken_only_for_a_location_held_here_as_replica_with_its_
     assert parts.limiter.used == 0 and len(parts.locations) == 0
     replicate(parts, 2, (0, 0))
     assert parts.locations.get(key(app="app-1", shuffle=2, role="replica")) is not None
+
+
+def _forged(data: bytes, key: bytes | None) -> bytes:
+    """Batch (map 1, attempt 0, batch 0) of ``data`` with a right layout, its digest made with ``key``."""
+    return BatchHeader(1, 0, 0, len(data), 0, batch_digest(1, 0, 0, 0, data, key)).encode() + data
+
+
+@pytest.mark.parametrize("parts", [SECRET], indirect=True)
+@pytest.mark.parametrize(
+    "made_with", [None, bytes(32), SECRET.app_key("app-2")], ids=["unkeyed", "zeros", "other-app"]
+)
+def test_a_forged_batch_is_refused_by_a_worker_with_a_secret(parts: Parts, made_with: bytes | None) -> None:
+    """An attacker without the app key pushes (or replicates) a batch with the right layout and a
+    digest of its own: BAD_REQUEST naming the batch, nothing stored or forwarded."""
+    forged = _forged(b"injected", made_with)
+    body = Push("app-1", 1, ME.incarnation, ((0, 0),), ReplicaTarget("worker-2", parts.replica_url, "inc-2"))
+    with pytest.raises(BadRequest, match=r"batch 0 \(map 1 attempt 0 batch 0\) does not match its digest"):
+        parts.client.call(int(MsgType.PUSH), to_json(body), [forged[:36], forged[36:]])
+    rep = Replicate("app-1", 2, ME.incarnation, ((0, 0),))
+    with pytest.raises(BadRequest, match="digest"):
+        parts.replicate_client.call(int(MsgType.REPLICATE), to_json(rep), [forged[:36], forged[36:]])
+    assert parts.limiter.used == 0 and len(parts.locations) == 0 and parts.replicated == []
+    # the app's own writer, keyed by its app key, gets in
+    real = _forged(b"real", SECRET.app_key("app-1"))
+    parts.client.call(int(MsgType.PUSH), to_json(body), [real[:36], real[36:]])
+    parts.replicate_client.call(int(MsgType.REPLICATE), to_json(rep), [real[:36], real[36:]])
+    assert buffered(parts) == 2 * len(real) and len(parts.replicated) == 1

@@ -186,3 +186,19 @@ def test_the_seal_digest_of_protocol_5_1() -> None:
     seal = make_batch(0, 1, 0, 2, b"", seal=True)
     assert seal.encoded_header[:20].hex() == "0100000000000000020000000000000001000000"
     assert seal.header.digest.hex() == "25976ed627a17f4099ad6fdee13d5918"
+
+
+def test_a_keyed_accumulator_keys_every_digest_with_the_app_key() -> None:
+    """PROTOCOL §5.1 on a cluster with a secret: blake3 keyed by the app key, data batches,
+    framed records and seals alike."""
+    key = bytes(range(32))
+    acc = Accumulator(2, 1, 4, buffer_size=16, key=key)
+    out = acc.add(0, b"x" * 20) + acc.add_framed(1, memoryview(struct.pack("<I", 3) + b"abc"))
+    out += acc.add(2, b"y")
+    out += acc.flush()
+    out += acc.seals()
+    assert len(out) == 6 and {b.header.is_seal for b in out} == {True, False}
+    for b in out:
+        expected = blake3.blake3(b.encoded_header[:20] + bytes(b.data), key=key).digest(length=16)
+        assert b.header.digest == expected != spec_digest(b)
+        assert digest_ok(b.header, b.data, key) and not digest_ok(b.header, b.data)

@@ -28,6 +28,23 @@ def seal(m: int, a: int, count: int) -> OutBatch:
     return make_batch(0, m, a, count, b"", seal=True)
 
 
+def test_a_keyed_reader_drops_a_batch_made_without_its_app_key() -> None:
+    """PROTOCOL §5.1: on a cluster with a secret, a batch whose digest is not keyed by the app key
+    (unkeyed, or another key) fails like a corrupt one: the reader reads the other copy."""
+    key, other = bytes(range(32)), bytes(32)
+    real = make_batch(0, 0, 0, 0, data(b"real"), key=key)
+    assert [h.batch_id for h, _ in parse_chunk(chunk(real), key=key)] == [0]
+    assert select_records([0], [chunk(real, make_batch(0, 0, 0, 1, b"", seal=True, key=key))], key=key) == [
+        b"real"
+    ]
+    for made_with in (None, other):
+        forged = make_batch(0, 0, 0, 0, data(b"injected"), key=made_with)
+        with pytest.raises(CorruptChunk, match="digest mismatch"):
+            parse_chunk(chunk(forged), key=key)
+    with pytest.raises(CorruptChunk):
+        parse_chunk(chunk(real))  # and a keyed batch is not read as unkeyed
+
+
 def test_round_trip_of_one_map() -> None:
     c = chunk(batch(0, 0, 0, b"a", b"b"), batch(0, 0, 1, b""), seal(0, 0, 2))
     assert select_records([0], [c]) == [b"a", b"b", b""]

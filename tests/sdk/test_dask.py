@@ -202,3 +202,25 @@ def test_distributed_string_keys_with_an_empty_partition(
     df = dd.from_delayed([dask.delayed(p) for p in pieces], meta=pdf.iloc[:0])
     with croupier.dask.ShuffleService(url, config=config) as svc:
         check_shuffled(df, svc.shuffle(df, on="name", npartitions=4), "name")
+
+
+def test_tasks_open_the_shuffle_by_its_handle_on_a_cluster_with_a_secret(
+    tmp_path: Path, config: ClientConfig
+) -> None:
+    """Every task's own client opens the shuffle by the spec's handle, so its batches carry the
+    app key's digests; the key stays out of the spec's repr."""
+    from tests.sdk.secure import SECRET, secure_cluster
+
+    df = dd.from_pandas(make_pdf(1500, seed=8), npartitions=3)
+    with (
+        secure_cluster(tmp_path, workers=2) as cluster,
+        croupier.dask.ShuffleService(cluster.master_url, config=config) as svc,
+    ):
+        out = svc.shuffle(df, on="key", npartitions=4)
+        spec = svc.specs[0]
+        key = SECRET.app_key(svc.app_id).hex()
+        assert spec.handle is not None and spec.handle.endswith(key) and key not in repr(spec)
+        check_shuffled(df, out, "key", scheduler="sync")
+        croupier.dask.unregister(cluster.master_url, spec.handle)  # the handle carries the key
+        with croupier.connect(cluster.master_url) as other, pytest.raises(croupier.UnknownApp):
+            other.open_shuffle(spec.handle)
