@@ -42,6 +42,7 @@ class Registration:
     pending_flush: the memory cap's share held unflushed.
     orphans: what to ask the master about with each beat (None: nothing).
     pushed: the bytes in flight per shuffle, reported with each beat (None: not reported).
+    on_status: called with the status of every heartbeat reply (decommissioning, drained).
     """
 
     def __init__(
@@ -54,7 +55,9 @@ class Registration:
         pending_flush: Callable[[], float],
         orphans: OrphanSweep | None = None,
         pushed: PushedBytes | None = None,
+        on_status: Callable[[str], None] | None = None,
     ) -> None:
+        self._on_status = on_status
         self._pushed = pushed
         self._master = master
         self._register = register
@@ -113,7 +116,8 @@ class Registration:
                 pushed=self._pushed.report() if self._pushed is not None else None,
             )
         )
-        if self._orphans is not None and held:
-            unknown = from_json(WorkerHeartbeatReply, body).unknown
-            if unknown:
-                self._orphans.unknown(seq, held, unknown)
+        reply = from_json(WorkerHeartbeatReply, body)
+        if self._orphans is not None and held and reply.unknown:
+            self._orphans.unknown(seq, held, reply.unknown)
+        if self._on_status is not None:
+            self._on_status(reply.status)
