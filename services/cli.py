@@ -242,21 +242,22 @@ def _follow_drain(client: MasterClient, worker_id: str, reply: DecommissionReply
     from croupier.core.commands import Status
 
     last: tuple[str, int] | None = None
-    status, used = str(reply.status), -1
-    while True:
+    status = str(reply.status)
+    while status == "decommissioning":
+        rows = [w for w in client.request(Status(), StatusReply).workers if w.worker_id == worker_id]
+        status, used = (str(rows[0].status), rows[0].used_slots) if rows else ("removed", 0)
         if status != "decommissioning":
-            ok = status == "drained"
-            out = {"worker_id": worker_id, "status": status, "drained": ok}
-            print(json.dumps(out) if json_out else f"decommission {worker_id}: {status}", flush=True)
-            return 0 if ok else 1
-        if (status, used) != last and used >= 0:
+            break
+        if (status, used) != last:
             note = {"worker_id": worker_id, "status": status, "used_slots": used}
             text = f"decommission {worker_id}: {status}, {used} slots still held by registered shuffles"
             print(json.dumps(note) if json_out else text, flush=True)
             last = (status, used)
         time.sleep(_DRAIN_POLL_S)
-        rows = [w for w in client.request(Status(), StatusReply).workers if w.worker_id == worker_id]
-        status, used = (str(rows[0].status), rows[0].used_slots) if rows else ("removed", 0)
+    ok = status == "drained"
+    out = {"worker_id": worker_id, "status": status, "drained": ok}
+    print(json.dumps(out) if json_out else f"decommission {worker_id}: {status}", flush=True)
+    return 0 if ok else 1
 
 
 def _tenants_text(rows: list[dict[str, Any]]) -> str:
