@@ -6,7 +6,8 @@ of the shuffles this worker holds; the ones the master answers it does not know 
 the ``OrphanSweep`` (so a worker reconciles as soon as it starts, and at every beat).
 A master that no longer knows this incarnation (it restarted without this worker, or
 declared it lost) answers ``UNKNOWN_WORKER``, and the thread registers again. An unreachable master is logged
-and tried again at the next beat.
+and tried again at the next beat. Each reply's ``status`` goes to ``on_status``: that is how
+a worker learns it is decommissioning (its PUSHes then split hard) and then drained.
 
 State: ``registered`` (an event) and ``load``, the figures sent last (read from any
 thread; replaced whole, never mutated).
@@ -116,6 +117,8 @@ class Registration:
                 pushed=self._pushed.report() if self._pushed is not None else None,
             )
         )
+        if self._on_status is None and not (self._orphans is not None and held):
+            return
         reply = from_json(WorkerHeartbeatReply, body)
         if self._orphans is not None and held and reply.unknown:
             self._orphans.unknown(seq, held, reply.unknown)
