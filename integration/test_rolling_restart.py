@@ -2,7 +2,8 @@
 runs (each written, read back and unregistered), every worker in turn is decommissioned
 with ``croupier admin decommission --wait`` (which returns once it is drained), exits 0
 by itself, and is started again. No shuffle of the stream loses or repeats a record, and
-no writer fails."""
+no writer fails. The workers' split threshold is 16 KiB, so every partition of the stream
+also splits soft at least once: soft and hard splits mix."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         tmp_path / "cluster",
         processes=True,
         master_config=MasterConfig(worker_timeout=5.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.3, split_threshold=64 * 1024),
+        worker_config=WorkerConfig(heartbeat_interval=0.3, split_threshold=16 * 1024),
     ) as cl:
         yield cl
 
@@ -50,6 +51,7 @@ class Stream:
         self.shuffles = 0
         self.records = 0
         self.revived = 0  # revives of the writers (HARD_SPLIT from a decommissioning worker)
+        self.soft_splits = 0  # each partition's ~29 KB pass the 16 KiB split threshold
         self.failures: list[str] = []
         self.hold, self.holding, self.release = threading.Event(), threading.Event(), threading.Event()
         self.thread = threading.Thread(target=self._run, name="shuffle-stream")
@@ -82,6 +84,7 @@ class Stream:
                     w.write(p, r)
                     written[p][r] += 1
             self.revived += w.stats["revived"]
+            self.soft_splits += w.stats["soft_splits"]
         for p in range(PARTITIONS):
             got = Counter(sh.reader(p))
             if got != written[p]:
@@ -147,6 +150,10 @@ def test_a_rolling_restart_of_every_worker_during_a_stream_of_shuffles_loses_not
         stream.thread.join(timeout=120)
     assert stream.failures == []
     assert stream.shuffles >= 6 and stream.revived >= 3  # each open writer moved off its worker
-    print(f"{stream.shuffles} shuffles, {stream.records} records, {stream.revived} revives")
+    assert stream.soft_splits >= stream.shuffles
+    print(
+        f"{stream.shuffles} shuffles, {stream.records} records,"
+        f" {stream.revived} revives, {stream.soft_splits} soft splits"
+    )
     statuses = {w["worker_id"]: w["status"] for w in cluster.status()["workers"]}
     assert sorted(statuses.values()) == ["active"] * 3
