@@ -138,6 +138,9 @@ class WorkerConfig:
         throttle_z: the z-score against the other apps' rates (leave-one-out) an app must
             exceed to be throttled (``core/throttle.py``). A throttled app's pushes get
             ``CONGESTED`` until its rate falls; other apps proceed.
+        split_threshold: the bytes (batch headers included) a primary location takes before
+            its PUSH replies ask the writer to split it soft (move to a new epoch in the
+            background, PROTOCOL §5.2).
     """
 
     heartbeat_interval: float = 10.0
@@ -153,6 +156,7 @@ class WorkerConfig:
     throttle_window: float = 300.0
     throttle_floor: int = 200 * 1000**2
     throttle_z: float = 3.0
+    split_threshold: int = 1024**3
 
 
 @dataclass(frozen=True, slots=True)

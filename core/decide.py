@@ -250,10 +250,19 @@ def status_reply(state: MasterState) -> StatusReply:
     )
 
 
+def shown_status(w: WorkerInfo) -> WorkerStatus:
+    """A worker's status as STATUS rows and heartbeat replies show it: a decommissioning
+    worker that no registered shuffle holds a slot on (``used_slots`` 0: every shuffle placed
+    or revived on it was unregistered or expired) is ``drained``, and may exit."""
+    if w.status == WorkerStatus.DECOMMISSIONING and w.used_slots == 0:
+        return WorkerStatus.DRAINED
+    return w.status
+
+
 def _worker_row(w: WorkerInfo) -> WorkerRow:
     return WorkerRow(
         *(w.worker_id, w.host, w.control_port, w.push_port, w.replicate_port, w.fetch_port),
-        *(w.incarnation, w.status),
+        *(w.incarnation, shown_status(w)),
         slots=w.slots,
         used_slots=w.used_slots,
         excluded=w.excluded,
@@ -296,9 +305,9 @@ def _worker_heartbeat(state: MasterState, cmd: WorkerHeartbeat, now: float, rng:
         # the worker re-registers: it was lost, or the master never knew this incarnation
         raise UnknownWorker(f"worker {cmd.worker_id!r} (incarnation {cmd.incarnation}) must register again")
     if cmd.held is None:
-        return WorkerHeartbeatReply(worker.status, worker.excluded), []
+        return WorkerHeartbeatReply(shown_status(worker), worker.excluded), []
     unknown = tuple(k for k in cmd.held if state.shuffle(*k) is None)
-    return WorkerHeartbeatReply(worker.status, worker.excluded, unknown), []
+    return WorkerHeartbeatReply(shown_status(worker), worker.excluded, unknown), []
 
 
 def _lose_worker(state: MasterState, cmd: LoseWorker, now: float, rng: random.Random) -> Decision:
@@ -317,10 +326,11 @@ def _exclude_worker(state: MasterState, cmd: ExcludeWorker, now: float, rng: ran
 
 def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: random.Random) -> Decision:
     _worker(state, cmd.worker_id)
-    status = state.workers[cmd.worker_id].status
-    if status != WorkerStatus.ACTIVE:
-        return DecommissionReply(False, status), []
-    return DecommissionReply(True, WorkerStatus.DECOMMISSIONING), [WorkerDecommissioning(cmd.worker_id)]
+    worker = state.workers[cmd.worker_id]
+    if worker.status != WorkerStatus.ACTIVE:
+        return DecommissionReply(False, shown_status(worker)), []
+    status = WorkerStatus.DRAINED if worker.used_slots == 0 else WorkerStatus.DECOMMISSIONING
+    return DecommissionReply(True, status), [WorkerDecommissioning(cmd.worker_id)]
 
 
 def _register_app(

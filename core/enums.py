@@ -16,12 +16,15 @@ class WorkerStatus(StrEnum):
     """Where a worker is in its life, as the master's state and replies name it.
 
     ``REMOVED`` never appears in the state: replies use it for a worker the
-    master no longer knows (its address is then only the worker id).
+    master no longer knows (its address is then only the worker id). Nor does
+    ``DRAINED``: STATUS rows and heartbeat replies name a ``DECOMMISSIONING`` worker
+    so once no registered shuffle holds a slot on it (``core/decide.py``).
     """
 
     ACTIVE = "active"
     LOST = "lost"
     DECOMMISSIONING = "decommissioning"
+    DRAINED = "drained"
     REMOVED = "removed"
 
 

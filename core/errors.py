@@ -7,6 +7,7 @@
     ├── NotLeader             NOT_LEADER      (r)  details: leader address, if known
     │   └── Fenced            NOT_LEADER      (r)  ha.zklog: deposed; a fenced write was refused
     ├── Congested             CONGESTED       (r)  back off and resend the same batch
+    ├── HardSplit             HARD_SPLIT      (r)  nothing stored: revive the partitions, then resend
     ├── UnknownApp            UNKNOWN_APP
     ├── UnknownShuffle        UNKNOWN_SHUFFLE
     ├── UnknownWorker         UNKNOWN_WORKER  (r)  the worker should register again
@@ -44,6 +45,7 @@ __all__ = [
     "Congested",
     "CroupierError",
     "DataLostError",
+    "HardSplit",
     "InternalError",
     "NotCommitted",
     "NotEnoughWorkers",
@@ -105,6 +107,16 @@ class NotLeader(CroupierError):
 class Congested(CroupierError):
     code = "CONGESTED"
     status = 3
+    retriable = True
+
+
+class HardSplit(CroupierError):
+    """A worker refuses a PUSH whole (nothing of it stored): the named locations take no
+    more data (the worker is decommissioning, or their disk is past its reserve).
+    ``details``: ``{"partitions": [[partition, epoch], ...], "reason": str}``."""
+
+    code = "HARD_SPLIT"
+    status = 4
     retriable = True
 
 
@@ -251,6 +263,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         BadRequest,
         NotLeader,
         Congested,
+        HardSplit,
         UnknownShuffle,
         UnknownApp,
         UnknownWorker,

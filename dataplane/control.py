@@ -37,6 +37,7 @@ from croupier.dataplane.commit import commit_files
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.split import SplitPolicy
 from croupier.storage.store import PartitionStore
 from croupier.transports.rpc import Request, Responder
 
@@ -54,6 +55,7 @@ class ControlHandler:
     info: what WORKER_INFO and PING answer.
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
     pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
+    split: the locations' sizes for the split threshold, forgotten at COMMIT_FILES and DESTROY.
     """
 
     def __init__(
@@ -66,7 +68,9 @@ class ControlHandler:
         *,
         drop_timeout: float = 10.0,
         pushed: PushedBytes | None = None,
+        split: SplitPolicy | None = None,
     ) -> None:
+        self._split = split
         self._pushed = pushed or PushedBytes()
         self._locations = locations
         self._reservations = reservations
@@ -89,7 +93,7 @@ class ControlHandler:
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
-            self._pushed.drop(cmd.app_id, cmd.shuffle_id)
+            self._forget(cmd.app_id, cmd.shuffle_id)
             commit_files(
                 cmd,
                 locations=self._locations,
@@ -100,7 +104,7 @@ class ControlHandler:
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
             destroy.validate()
-            self._pushed.drop(destroy.app_id, destroy.shuffle_id)
+            self._forget(destroy.app_id, destroy.shuffle_id)
             self._reservations.forget(destroy.app_id, destroy.shuffle_id)
             dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
             self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
@@ -112,9 +116,14 @@ class ControlHandler:
 
         Its reservations must be forgotten already (``Reservations.forget_unless_since``).
         """
-        self._pushed.drop(app_id, shuffle_id)
+        self._forget(app_id, shuffle_id)
         dropped = self._locations.remove(app_id, shuffle_id)
         self._destroys.submit(self._remove_orphan, Destroy(app_id, shuffle_id), dropped)
+
+    def _forget(self, app_id: str, shuffle_id: int | None) -> None:
+        self._pushed.drop(app_id, shuffle_id)
+        if self._split is not None:
+            self._split.forget(app_id, shuffle_id)
 
     def _answer_destroy(
         self, destroy: Destroy, dropped: list[pykka.Future[Any]], responder: Responder

@@ -2,7 +2,8 @@
 
 A request is parsed and checked (frames against its batch list, then its incarnation,
 then that the master placed every one of its locations here as this copy (``Reservations``),
-then, for a PUSH, that its app is not throttled (``AppThrottle``), then every batch's
+then, for a PUSH, that its app is not throttled (``AppThrottle``) and that none of its
+locations is split hard (``SplitPolicy``: ``HARD_SPLIT``, nothing stored), then every batch's
 digest), then its bytes, the held state of the locations it creates
 (``LOCATION_BYTES`` each) and of its seals (``SEAL_BYTES`` each) are taken from the
 ``MemoryLimiter`` and its locations admitted, all or nothing (or the request is
@@ -10,7 +11,9 @@ digest), then its bytes, the held state of the locations it creates
 The seals' held bytes go back when their location is dropped (``PartitionActor``).
 A PUSH naming a replica is then forwarded unchanged as a REPLICATE, and acknowledged
 only when the replica answered: both copies are in memory (write-ahead memory
-replication, DESIGN §7).
+replication, DESIGN §7). A PUSH whose locations reached the split threshold is stored
+as any other, and its OK reply names them: ``{"soft_split": [[partition, epoch], ...]}``
+(PROTOCOL §5.2); otherwise the reply is ``{}``.
 
 No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
 replicate server thread, and the replica's answer on the replicator's thread.
@@ -22,12 +25,13 @@ from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate
 from croupier.core.enums import CopyRole
-from croupier.core.errors import BadRequest, Congested, CroupierError, Unavailable
+from croupier.core.errors import BadRequest, Congested, CroupierError, HardSplit, Unavailable
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
@@ -95,6 +99,7 @@ class PushHandler:
     throttle: per-app push rates; a PUSH of a throttled app is ``CONGESTED`` (None: off).
     secret: the cluster secret: batch digests are checked keyed by each app's key, derived from
         it (cached per app, bounded); None (a worker built without one) checks them unkeyed.
+    split: when a PUSH is split soft or hard (None: never).
     """
 
     def __init__(
@@ -108,7 +113,9 @@ class PushHandler:
         *,
         throttle: AppThrottle | None = None,
         secret: ClusterSecret | None = None,
+        split: SplitPolicy | None = None,
     ) -> None:
+        self._split = split
         self._pushed = pushed
         self._identity = identity
         self._locations = locations
@@ -132,19 +139,52 @@ class PushHandler:
         self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica, url)
         if self._throttle is not None:  # before the digests: a refusal costs little
             self._throttle.check(push.app_id)
+        self._check_hard(push)
         verify_digests(batches, self._app_keys.get(push.app_id))
         self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
         if self._pushed is not None:
             self._pushed.add(push.app_id, push.shuffle_id, total)
         if self._throttle is not None:
             self._throttle.record(push.app_id, total)
+        reply = self._soft_split(push.app_id, push.shuffle_id, batches)
         if push.replica is None:
-            responder.ok({})
+            responder.ok(reply)
             return
         body = to_json(Replicate(push.app_id, push.shuffle_id, push.replica.incarnation, push.batches))
         self._replicator.send(
-            push.replica.url, MsgType.REPLICATE, body, request.payloads, _answer(push.replica, responder)
+            push.replica.url,
+            MsgType.REPLICATE,
+            body,
+            request.payloads,
+            _answer(push.replica, responder, reply),
         )
+
+    def _check_hard(self, push: Push) -> None:
+        """Refuse the whole PUSH if a location of it must take no more data.
+
+        Raises:
+            HardSplit: naming those locations and why; nothing of the request is stored.
+        """
+        if self._split is None:
+            return
+        refused, reason = self._split.hard(push.app_id, push.shuffle_id, push.batches)
+        if refused:
+            raise HardSplit(
+                f"worker {self._identity.worker_id}: {reason}; revive partitions"
+                f" {sorted({p for p, _ in refused})} and resend (nothing of this request was stored)",
+                {"partitions": refused, "reason": reason},
+            )
+
+    def _soft_split(self, app_id: str, shuffle_id: int, batches: Parsed) -> dict[str, object]:
+        """Count the stored bytes per location; the OK reply body (``soft_split`` when any
+        location reached the threshold)."""
+        if self._split is None:
+            return {}
+        sizes: dict[tuple[int, int], int] = {}
+        for pe, _, _, data in batches:
+            sizes[pe] = sizes.get(pe, 0) + BATCH_HEADER.size + len(data)
+        over = self._split.taken(app_id, shuffle_id, sizes)
+        return {"soft_split": over} if over else {}
 
     def on_replicate(self, request: Request, responder: Responder) -> None:
         """Take a REPLICATE into memory here."""
@@ -181,13 +221,14 @@ class PushHandler:
             )
 
 
-def _answer(replica: ReplicaTarget, responder: Responder) -> Callback:
-    """The PUSH's answer once its replica answered the REPLICATE: OK, ``CONGESTED`` as the
-    replica said, or ``UNAVAILABLE`` naming the replica so that the writer revives."""
+def _answer(replica: ReplicaTarget, responder: Responder, ok: dict[str, object]) -> Callback:
+    """The PUSH's answer once its replica answered the REPLICATE: OK (with the body ``ok``),
+    ``CONGESTED`` as the replica said, or ``UNAVAILABLE`` naming the replica so that the
+    writer revives."""
 
     def replicated(reply: Reply | None, error: CroupierError | None) -> None:
         if error is None:
-            responder.ok({})
+            responder.ok(ok)
         elif isinstance(error, Congested):
             responder.error(error)
         else:

@@ -6,7 +6,8 @@ of the shuffles this worker holds; the ones the master answers it does not know 
 the ``OrphanSweep`` (so a worker reconciles as soon as it starts, and at every beat).
 A master that no longer knows this incarnation (it restarted without this worker, or
 declared it lost) answers ``UNKNOWN_WORKER``, and the thread registers again. An unreachable master is logged
-and tried again at the next beat.
+and tried again at the next beat. Each reply's ``status`` goes to ``on_status``: that is how
+a worker learns it is decommissioning (its PUSHes then split hard) and then drained.
 
 State: ``registered`` (an event) and ``load``, the figures sent last (read from any
 thread; replaced whole, never mutated).
@@ -42,6 +43,7 @@ class Registration:
     pending_flush: the memory cap's share held unflushed.
     orphans: what to ask the master about with each beat (None: nothing).
     pushed: the bytes in flight per shuffle, reported with each beat (None: not reported).
+    on_status: called with the status of every heartbeat reply (decommissioning, drained).
     """
 
     def __init__(
@@ -54,7 +56,9 @@ class Registration:
         pending_flush: Callable[[], float],
         orphans: OrphanSweep | None = None,
         pushed: PushedBytes | None = None,
+        on_status: Callable[[str], None] | None = None,
     ) -> None:
+        self._on_status = on_status
         self._pushed = pushed
         self._master = master
         self._register = register
@@ -113,7 +117,10 @@ class Registration:
                 pushed=self._pushed.report() if self._pushed is not None else None,
             )
         )
-        if self._orphans is not None and held:
-            unknown = from_json(WorkerHeartbeatReply, body).unknown
-            if unknown:
-                self._orphans.unknown(seq, held, unknown)
+        if self._on_status is None and not (self._orphans is not None and held):
+            return
+        reply = from_json(WorkerHeartbeatReply, body)
+        if self._orphans is not None and held and reply.unknown:
+            self._orphans.unknown(seq, held, reply.unknown)
+        if self._on_status is not None:
+            self._on_status(reply.status)

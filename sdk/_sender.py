@@ -21,7 +21,17 @@ Failures (DESIGN §7):
                        revive every partition of the message (unless someone
                        already moved it past the failed epoch) and resend its
                        batches, same ids, to the new location.
+    ``HARD_SPLIT``     the same (nothing was stored), blaming no worker; these
+                       revives count against ``max_split_revives``, not ``max_revives``.
     anything else      raised to the caller.
+
+Soft splits (PROTOCOL §5.2): an OK reply with ``soft_split`` acks its batches as any
+OK, and names locations over the worker's split threshold. Each such partition (unless
+already moved past that epoch, or a soft revive of it is still running) is revived on a
+background thread (``soft-split``, one per sender, ended by ``drain`` and ``abort``);
+meanwhile batches keep going to the old epoch, and once the master answers, the routing
+sends the following ones to the new epoch. A failed soft revive is only logged: the old
+location still takes data, and its next reply asks again.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +53,7 @@ from croupier.core.dataplane import Push, ReplicaTarget
 from croupier.core.errors import (
     Congested,
     CroupierError,
+    HardSplit,
     InternalError,
     RequestTimeout,
     StaleLocation,
@@ -62,7 +74,7 @@ _Target = tuple[str, str | None, str | None, str | None]
 ReviveFn = Callable[[int, int, str, tuple[str, ...]], PartitionLocation]
 """``revive(partition, failed_epoch, reason, failed_workers) -> newest location``."""
 
-REVIVE_ERRORS: tuple[type[CroupierError], ...] = (StaleLocation, RequestTimeout, Unavailable)
+REVIVE_ERRORS: tuple[type[CroupierError], ...] = (StaleLocation, RequestTimeout, Unavailable, HardSplit)
 BACKOFF_MIN = 0.005
 BACKOFF_MAX = 0.5
 
@@ -99,7 +111,8 @@ class Sender:
         revive: asks the master for a partition's next location.
         window: push messages in flight per worker.
         merge_size: staged bytes per target that trigger a send while the worker is busy.
-        max_revives: revives of one partition before giving up.
+        max_revives: revives of one partition after failures before giving up.
+        max_split_revives: revives of one partition after ``HARD_SPLIT`` before giving up.
         stall_timeout: longest wait for any reply while pushes are in flight.
         congestion_timeout: longest a single message may stay congested.
         clock: monotonic seconds.
@@ -116,6 +129,7 @@ class Sender:
         window: int = 32,
         merge_size: int = 1024**2,
         max_revives: int = 5,
+        max_split_revives: int = 100,
         stall_timeout: float = 120.0,
         congestion_timeout: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
@@ -130,6 +144,10 @@ class Sender:
         self._window = window
         self._merge_size = merge_size
         self._max_revives = max_revives
+        self._max_split_revives = max_split_revives
+        self._split_revives: dict[int, int] = {}
+        self._soft: dict[int, Future[None]] = {}
+        self._soft_pool: ThreadPoolExecutor | None = None
         self._stall_timeout = stall_timeout
         self._congestion_timeout = congestion_timeout
         self._clock = clock
@@ -149,6 +167,7 @@ class Sender:
         self.bytes_sent = 0
         self.congested = 0
         self.revived = 0
+        self.soft_splits = 0
 
     # -- public, writer thread --------------------------------------------------------------
     @property
@@ -191,12 +210,21 @@ class Sender:
         while self._unacked:
             self._wait_one()
             self._pump(force=True)
+        self._end_soft_splits()
 
     def abort(self) -> None:
         """Drop everything not yet acked; late replies are ignored."""
         self._aborted = True
         self._staged.clear()
         self._delayed.clear()
+        self._end_soft_splits()
+
+    def _end_soft_splits(self) -> None:
+        """Wait for the soft revives still running, and end their thread."""
+        if self._soft_pool is not None:
+            self._soft_pool.shutdown(wait=True, cancel_futures=True)
+            self._soft_pool = None
+        self._soft.clear()
 
     # -- staging and sending ----------------------------------------------------------------
     def _stage(self, batch: OutBatch) -> None:
@@ -324,11 +352,44 @@ class Sender:
         self._in_flight[message.worker] -= 1
         if error is None:
             self._unacked -= len(message.entries)
+            split = reply.body.get("soft_split") if reply is not None else None
+            if split:
+                self._soft_split(message, split)
             return
         if isinstance(error, REVIVE_ERRORS):
             self._relocate(message, error)
             return
         raise error
+
+    def _soft_split(self, message: _Message, split: object) -> None:
+        """Revive in the background the partitions a worker says are over its threshold."""
+        if not isinstance(split, list):
+            return
+        for item in split:
+            if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, int) for x in item)):
+                continue
+            partition, epoch = item
+            running = self._soft.get(partition)
+            if (running is not None and not running.done()) or self._routing.current(partition).epoch > epoch:
+                continue
+            if self._soft_pool is None:
+                self._soft_pool = ThreadPoolExecutor(1, thread_name_prefix="soft-split")
+            self.soft_splits += 1
+            reason = (
+                f"SOFT_SPLIT: {message.worker} holds its threshold of partition {partition} epoch {epoch}"
+            )
+            self._soft[partition] = self._soft_pool.submit(self._soft_revive, partition, epoch, reason)
+
+    def _soft_revive(self, partition: int, epoch: int, reason: str) -> None:
+        """On the soft-split thread: ask for the next epoch; the routing moves when it comes."""
+        try:
+            location = self._revive(partition, epoch, reason, ())
+        except CroupierError as exc:  # the old location still takes data; its next reply asks again
+            log.warning("soft split of partition %d epoch %d failed: %s", partition, epoch, exc)
+            return
+        if location.epoch > epoch:
+            self._routing.update(partition, location)
+            log.debug("partition %d split soft: epoch %d -> %d", partition, epoch, location.epoch)
 
     def _congested(self, message: _Message) -> None:
         """Keep the window slot and resend the same message after a back-off."""
@@ -352,7 +413,8 @@ class Sender:
             by_partition.setdefault(batch.partition, []).append((batch, epoch))
         for partition, entries in by_partition.items():
             epoch = max(e for _, e in entries)
-            self._failed.setdefault(partition, set()).update(message.location.workers)
+            if not isinstance(error, HardSplit):  # a split worker did not fail
+                self._failed.setdefault(partition, set()).update(message.location.workers)
             if self._routing.current(partition).epoch <= epoch:
                 self._revive_partition(partition, epoch, error, failed)
             for batch, _ in entries:
@@ -361,13 +423,17 @@ class Sender:
     def _revive_partition(
         self, partition: int, epoch: int, error: CroupierError, failed: tuple[str, ...]
     ) -> None:
-        count = self._revives.get(partition, 0) + 1
-        self._revives[partition] = count
+        counts, limit = (
+            (self._split_revives, self._max_split_revives)
+            if isinstance(error, HardSplit)
+            else (self._revives, self._max_revives)
+        )
+        count = counts[partition] = counts.get(partition, 0) + 1
         workers = sorted(self._failed.get(partition, ()))
-        if count > self._max_revives:
+        if count > limit:
             raise Unavailable(
                 f"shuffle {self._app_id}/{self._shuffle_id} partition {partition}: pushes failed after "
-                f"{self._max_revives} revives (workers {workers}); last error: {error.code}: {error.message}",
+                f"{limit} revives (workers {workers}); last error: {error.code}: {error.message}",
                 {"partition": partition, "workers": workers, "last_error": error.code},
             )
         log.info(

@@ -183,7 +183,8 @@ class Writer:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: records, bytes written, pushes sent, congestion retries, revives."""
+        """Counters: records, bytes written, pushes sent, congestion retries, revives (after
+        failures and hard splits), soft splits asked for."""
         return {
             "records": self._accumulator.records,
             "bytes": self._accumulator.bytes_in,
@@ -192,6 +193,7 @@ class Writer:
             "bytes_sent": self._sender.bytes_sent,
             "congested": self._sender.congested,
             "revived": self._sender.revived,
+            "soft_splits": self._sender.soft_splits,
         }
 
     def __enter__(self) -> Self:

@@ -5,11 +5,12 @@ croupier master [--listen HOST:PORT] [--data-dir DIR] [--ha zk://HOSTS/ROOT] [--
                [--max-bytes-stored SIZE]
 croupier worker --master URL [--listen HOST] [--dirs DIR[,DIR...]]
                 [--throttle-window 5min] [--throttle-floor 200MB] [--throttle-z 3] [--no-throttle]
+                [--split-threshold 1GiB]
 croupier local [--workers N] [--tenants FILE] [--max-shuffles N ...]
 croupier demo [--size SIZE] [--mappers M] [--partitions R] [--workers N] [--tenants FILE] [--json]
 croupier verify [--shuffles N] [--seed S] [--ha] [--faults LIST] [--json]
 croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
-croupier admin --master URL decommission WORKER_ID
+croupier admin --master URL decommission WORKER_ID [--wait]
 croupier secret FILE
 croupier secret-public FILE
 
@@ -38,10 +39,12 @@ from croupier.core.replies import ChangedReply, DecommissionReply, StatusReply
 
 if TYPE_CHECKING:
     from croupier.transports.curve import CurveServer
+    from croupier.transports.master_client import MasterClient
 
 __all__ = ["main"]
 
 log = logging.getLogger("croupier")
+_DRAIN_POLL_S = 1.0  # admin decommission --wait: seconds between STATUS calls
 
 
 def _default_data_dir() -> str:
@@ -104,12 +107,14 @@ def _secret_env(args: argparse.Namespace) -> None:
         os.environ[SECRET_ENV] = str(Path(args.secret_file).resolve())
 
 
-def _wait_for_signal() -> None:
+def _wait_for_signal(done: threading.Event | None = None) -> None:
+    """Until SIGINT or SIGTERM, or until ``done`` is set (checked every half second)."""
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(3600):
-        pass
+    while not stop.wait(3600 if done is None else 0.5):
+        if done is not None and done.is_set():
+            return
 
 
 def _member_curve(args: argparse.Namespace, secret: Any) -> CurveServer | None:
@@ -252,6 +257,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
             changed: ChangedReply | DecommissionReply
             if args.action == "decommission":
                 changed = client.request(DecommissionWorker(args.target), DecommissionReply)
+                if args.wait:
+                    return _follow_drain(client, args.target, changed, json_out=args.json)
             else:
                 exclude = ExcludeWorker(args.target, excluded=args.action == "exclude")
                 changed = client.request(exclude, ChangedReply)
@@ -280,6 +287,32 @@ def cmd_admin(args: argparse.Namespace) -> int:
     table = [to_json(row) for row in rows]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
+
+
+def _follow_drain(client: MasterClient, worker_id: str, reply: DecommissionReply, *, json_out: bool) -> int:
+    """``admin decommission --wait``: print the worker's status and held slots whenever they
+    change, until it is drained (0) or no longer decommissioning (1: lost, removed, restarted)."""
+    import time
+
+    from croupier.core.commands import Status
+
+    last: tuple[str, int] | None = None
+    status = str(reply.status)
+    while status == "decommissioning":
+        rows = [w for w in client.request(Status(), StatusReply).workers if w.worker_id == worker_id]
+        status, used = (str(rows[0].status), rows[0].used_slots) if rows else ("removed", 0)
+        if status != "decommissioning":
+            break
+        if (status, used) != last:
+            note = {"worker_id": worker_id, "status": status, "used_slots": used}
+            text = f"decommission {worker_id}: {status}, {used} slots still held by registered shuffles"
+            print(json.dumps(note) if json_out else text, flush=True)
+            last = (status, used)
+        time.sleep(_DRAIN_POLL_S)
+    ok = status == "drained"
+    out = {"worker_id": worker_id, "status": status, "drained": ok}
+    print(json.dumps(out) if json_out else f"decommission {worker_id}: {status}", flush=True)
+    return 0 if ok else 1
 
 
 def _tenants_text(rows: list[dict[str, Any]]) -> str:
@@ -327,6 +360,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         throttle_window=0.0 if args.no_throttle else parse_duration(args.throttle_window),
         throttle_floor=parse_size(args.throttle_floor),
         throttle_z=args.throttle_z,
+        split_threshold=parse_size(args.split_threshold),
     )
 
 
@@ -343,7 +377,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
-        _wait_for_signal()
+        _wait_for_signal(worker.drained)  # decommissioned and drained: exit 0
+        if worker.drained.is_set():
+            logging.getLogger("croupier").warning("worker %s drained; exiting", worker.worker_id)
     return 0
 
 
@@ -531,6 +567,11 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
     _add_secret_flag(a, "the cluster secret: admin signs as a member")
+    a.add_argument(
+        "--wait",
+        action="store_true",
+        help="decommission: follow the worker until it is drained (exit 0), or leaves otherwise (exit 1)",
+    )
     a.set_defaults(func=cmd_admin)
 
 
@@ -558,6 +599,11 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         type=int,
         default=WorkerConfig().partition_actors,
         help="actor threads that own the locations, each a shard of them (0 = one per location)",
+    )
+    w.add_argument(
+        "--split-threshold",
+        default="1GiB",
+        help="a location's bytes past which writers move its partition to a new epoch (soft split)",
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)

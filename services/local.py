@@ -340,6 +340,8 @@ class LocalCluster(Service):
                 str(self.worker_config.throttle_floor),
                 "--throttle-z",
                 str(self.worker_config.throttle_z),
+                "--split-threshold",
+                str(self.worker_config.split_threshold),
                 *self._curve_flags(),
                 *self._secret_flags(),
                 *self._worker_args,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from croupier.actors.partition_actor import PartitionActor
 from croupier.core.commands import RegisterWorker
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
+from croupier.core.enums import WorkerStatus
 from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
@@ -47,6 +49,7 @@ from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
@@ -115,6 +118,10 @@ class WorkerService(Service):
         self._locations = Locations(self.limiter)
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
+        # soft and hard splits; hooks (a disk past its reserve) go in with ``split.add_hard``
+        self.split = SplitPolicy(cfg.split_threshold)
+        # set once the master reports this worker decommissioned and drained: it may exit
+        self.drained = threading.Event()
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
@@ -156,19 +163,16 @@ class WorkerService(Service):
             )
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
-            push = PushHandler(
-                identity,
-                self._locations,
-                self._reservations,
-                self.limiter,
-                self._replicator,
-                self._pushed,
-                throttle=self.throttle,
-                secret=self._secret,
-            )
+            push = self._push_handler(identity, self._replicator)
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(
-                self._locations, self._reservations, store, self.incarnation, self._info, pushed=self._pushed
+                self._locations,
+                self._reservations,
+                store,
+                self.incarnation,
+                self._info,
+                pushed=self._pushed,
+                split=self.split,
             )
             self._serve(
                 "control",
@@ -195,6 +199,19 @@ class WorkerService(Service):
             " with CURVE" if self.curve is not None else "",
         )
         return self
+
+    def _push_handler(self, identity: Identity, replicator: AsyncRpcClient) -> PushHandler:
+        return PushHandler(
+            identity,
+            self._locations,
+            self._reservations,
+            self.limiter,
+            replicator,
+            self._pushed,
+            throttle=self.throttle,
+            secret=self._secret,
+            split=self.split,
+        )
 
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
@@ -267,7 +284,18 @@ class WorkerService(Service):
             pending_flush=self.limiter.level,
             orphans=orphans,
             pushed=self._pushed,
+            on_status=self._on_status,
         )
+
+    def _on_status(self, status: str) -> None:
+        """The master's view of this worker: decommissioning makes every PUSH ``HARD_SPLIT``."""
+        leaving = status in (WorkerStatus.DECOMMISSIONING, WorkerStatus.DRAINED)
+        if leaving and not self.split.decommissioning:
+            log.warning("worker %s is decommissioning: pushes are answered HARD_SPLIT", self.worker_id)
+        self.split.decommission(leaving)
+        if status == WorkerStatus.DRAINED and not self.drained.is_set():
+            log.warning("worker %s is drained: no registered shuffle holds a slot here", self.worker_id)
+            self.drained.set()
 
     def _client_curve(self) -> CurveClient | None:
         return self.curve.client() if self.curve is not None else None

@@ -2,7 +2,8 @@
 limiter, what a PUSH answers when its replica refuses the REPLICATE, and the requests
 refused whole (nothing stored, nothing forwarded): a location not reserved here, a
 replica that is not the placed peer, a batch whose digest does not match (on a worker with
-a cluster secret: not keyed by the app's key, PROTOCOL §5.1)."""
+a cluster secret: not keyed by the app's key, PROTOCOL §5.1), a location split hard; and
+the soft split named in the OK reply of a PUSH that was stored."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from croupier.actors.partition_actor import PartitionActor
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import to_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate, Reserve
-from croupier.core.errors import BadRequest, Congested, CroupierError, StaleLocation, Unavailable
+from croupier.core.errors import BadRequest, Congested, CroupierError, HardSplit, StaleLocation, Unavailable
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.reservations import Reservations
+from croupier.dataplane.split import SplitPolicy
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.digest import batch_digest
@@ -44,6 +46,8 @@ class Parts:
     replica_url: str
     replica_error: list[CroupierError]  # what the replica raises (nothing: OK)
     replicated: list[tuple[dict[str, object], list[bytes]]]  # the REPLICATEs it got: body, frames
+    split: SplitPolicy  # threshold 1 GB: no soft split unless a test lowers it
+    replies: list[dict[str, object]]  # the OK reply bodies of ``push``
 
 
 @pytest.fixture
@@ -64,7 +68,8 @@ def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
     reservations.reserve(Reserve("app-1", 0, ME.incarnation, 4, False, pairs=(("worker-1", None),)))
     reservations.reserve(Reserve("app-1", 1, ME.incarnation, 4, True, pairs=(("worker-1", "worker-2"),)))
     reservations.reserve(Reserve("app-1", 2, ME.incarnation, 4, True, pairs=(("worker-2", "worker-1"),)))
-    handler = PushHandler(ME, locations, reservations, limiter, replicator, secret=secret)
+    split = SplitPolicy(10**9)
+    handler = PushHandler(ME, locations, reservations, limiter, replicator, secret=secret, split=split)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
     own_replica = RpcServer("tcp://127.0.0.1:0", handler.on_replicate, allowed_types=[int(MsgType.REPLICATE)])
@@ -92,6 +97,8 @@ def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
             replica_server.url,
             replica_error,
             replicated,
+            split,
+            [],
         )
     finally:
         client.close()
@@ -127,7 +134,7 @@ def push(
     sid = (1 if replicated else 0) if shuffle is None else shuffle
     body = Push("app-1", sid, ME.incarnation, where, target)
     frames = [b"".join(r[:36] for r in raws), *(r[36:] for r in raws)]
-    parts.client.call(int(MsgType.PUSH), to_json(body), frames)
+    parts.replies.append(parts.client.call(int(MsgType.PUSH), to_json(body), frames).body)
     return b"".join(raws)
 
 
@@ -244,3 +251,35 @@ def test_a_forged_batch_is_refused_by_a_worker_with_a_secret(parts: Parts, made_
     parts.client.call(int(MsgType.PUSH), to_json(body), [real[:36], real[36:]])
     parts.replicate_client.call(int(MsgType.REPLICATE), to_json(rep), [real[:36], real[36:]])
     assert buffered(parts) == 2 * len(real) and len(parts.replicated) == 1
+
+
+@pytest.mark.parametrize("replicated", [False, True])
+def test_a_push_crossing_the_split_threshold_is_stored_and_its_ok_reply_names_the_location(
+    parts: Parts, replicated: bool
+) -> None:
+    parts.split.threshold = 150  # 76 bytes per batch (header included): two cross it
+    parts.split.taken("app-1", 1 if replicated else 0, {(2, 0): 149})  # as if pushed before
+    push(parts, 40, replicated=replicated, where=((0, 0), (1, 0), (0, 0), (2, 0)))
+    assert parts.replies == [{"soft_split": [[0, 0], [2, 0]]}]
+    assert buffered(parts) == 4 * 76  # every batch stored
+    assert parts.split.size("app-1", 1 if replicated else 0, 0, 0) == 2 * 76
+
+
+@pytest.mark.parametrize("replicated", [False, True])
+def test_a_decommissioning_worker_refuses_every_push_hard_and_stores_nothing(
+    parts: Parts, replicated: bool
+) -> None:
+    parts.split.decommission()
+    with pytest.raises(HardSplit) as caught:
+        push(parts, 100, replicated=replicated, where=((1, 0), (0, 0)))
+    assert caught.value.details == {"partitions": [[0, 0], [1, 0]], "reason": "the worker is decommissioning"}
+    assert parts.limiter.used == 0 and len(parts.locations) == 0 and parts.replicated == []
+
+
+def test_a_hard_split_hook_refuses_the_push_naming_only_its_locations(parts: Parts) -> None:
+    parts.split.add_hard(lambda app, shuffle, partition, epoch: partition == 1)
+    push(parts, 100, replicated=False, where=((0, 0),))
+    with pytest.raises(HardSplit) as caught:
+        push(parts, 100, replicated=False, where=((0, 0), (1, 0)))
+    assert caught.value.details["partitions"] == [[1, 0]]
+    assert buffered(parts) == 136  # the first push only

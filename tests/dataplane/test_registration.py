@@ -77,3 +77,32 @@ def test_a_heartbeat_carries_the_incarnation_and_the_capped_pending_flush() -> N
     finally:
         registration.stop()
     assert beat == WorkerHeartbeat("worker-1", "inc-1", disk_util=0.2, io_wait=0.1, pending_flush=1.0)
+
+
+class StatusMaster(ScriptedMaster):
+    """Answers every heartbeat with ``status``."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__()
+        self.status = status
+
+    def call(self, command: Command, *, timeout: float | None = None) -> dict[str, Any]:
+        super().call(command, timeout=timeout)
+        return {"status": self.status, "excluded": False} if isinstance(command, WorkerHeartbeat) else {}
+
+
+def test_every_heartbeat_reply_status_goes_to_on_status() -> None:
+    seen: queue.SimpleQueue[str] = queue.SimpleQueue()
+    registration = Registration(
+        StatusMaster("decommissioning"),  # type: ignore[arg-type]
+        REGISTER,
+        interval=0.01,
+        sample_load=lambda: (0.0, 0.0),
+        pending_flush=lambda: 0.0,
+        on_status=seen.put,
+    )
+    registration.start()
+    try:
+        assert [seen.get(timeout=10) for _ in range(2)] == ["decommissioning"] * 2
+    finally:
+        registration.stop()

@@ -196,6 +196,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         throttle_window=60.0,
         throttle_floor=1000,
         throttle_z=2.0,
+        split_threshold=20_000,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -214,6 +215,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             for i in range(600):
                 writer.write(0, bytes([i % 256]) * 100)
             assert writer.close()
+            soft_splits = writer.stats["soft_splits"]
             reader = shuffle.reader(0)
             assert sum(1 for _ in reader) == 600
             chunks = reader.stats["chunks"]
@@ -251,6 +253,8 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             "throttle_window": lambda value: throttle is not None and throttle.window == value and rates,
             "throttle_floor": lambda value: throttle is not None and throttle.rule.floor == value,
             "throttle_z": lambda value: throttle is not None and throttle.rule.z == value,
+            # 60 kB into one partition: its location passed 20 kB, and the writer moved on
+            "split_threshold": lambda value: worker.split.threshold == value and soft_splits >= 1,
         }
         _check_all(config, checks)
 
