@@ -138,6 +138,11 @@ class WorkerConfig:
         throttle_z: the z-score against the other apps' rates (leave-one-out) an app must
             exceed to be throttled (``core/throttle.py``). A throttled app's pushes get
             ``CONGESTED`` until its rate falls; other apps proceed.
+        memory_tier_max: at commit, a location copy of at most this many bytes is also kept
+            in memory and served from there (``storage/memory_tier.py``); its file is still
+            written. 0 turns the tier off.
+        memory_tier_fraction: the most the memory tier holds, as a fraction of
+            ``memory_cap``; its bytes count against the cap as held state. 0 turns it off.
     """
 
     heartbeat_interval: float = 10.0
@@ -153,6 +158,8 @@ class WorkerConfig:
     throttle_window: float = 300.0
     throttle_floor: int = 200 * 1000**2
     throttle_z: float = 3.0
+    memory_tier_max: int = 1024**2
+    memory_tier_fraction: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)

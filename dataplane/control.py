@@ -37,6 +37,7 @@ from croupier.dataplane.commit import commit_files
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
+from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.rpc import Request, Responder
 
@@ -54,6 +55,7 @@ class ControlHandler:
     info: what WORKER_INFO and PING answer.
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
     pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
+    tier: the memory tier: filled at COMMIT_FILES, evicted with the files.
     """
 
     def __init__(
@@ -66,7 +68,9 @@ class ControlHandler:
         *,
         drop_timeout: float = 10.0,
         pushed: PushedBytes | None = None,
+        tier: MemoryTier | None = None,
     ) -> None:
+        self._tier = tier
         self._pushed = pushed or PushedBytes()
         self._locations = locations
         self._reservations = reservations
@@ -96,6 +100,7 @@ class ControlHandler:
                 store=self._store,
                 incarnation=self._incarnation,
                 responder=responder,
+                tier=self._tier,
             )
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
@@ -149,5 +154,7 @@ class ControlHandler:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 future.get(timeout=self._drop_timeout)
         removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        if self._tier is not None:
+            self._tier.evict(destroy.app_id, destroy.shuffle_id)
         log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
         return removed

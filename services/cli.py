@@ -271,6 +271,8 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         throttle_window=0.0 if args.no_throttle else parse_duration(args.throttle_window),
         throttle_floor=parse_size(args.throttle_floor),
         throttle_z=args.throttle_z,
+        memory_tier_max=parse_size(args.memory_tier_max),
+        memory_tier_fraction=args.memory_tier_fraction,
     )
 
 
@@ -491,7 +493,23 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
+    _add_memory_tier_flags(w)
     w.set_defaults(func=cmd_worker)
+
+
+def _add_memory_tier_flags(w: argparse.ArgumentParser) -> None:
+    default = WorkerConfig()
+    w.add_argument(
+        "--memory-tier-max",
+        default="1MiB",
+        help="committed location copies up to this size are also served from memory (0 = off)",
+    )
+    w.add_argument(
+        "--memory-tier-fraction",
+        type=float,
+        default=default.memory_tier_fraction,
+        help="the most the memory tier holds, as a fraction of --memory (counted against it)",
+    )
 
 
 def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
