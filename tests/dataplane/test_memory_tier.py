@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 
 import croupier
 from croupier.core.config import ClientConfig, WorkerConfig
+from croupier.core.errors import BadRequest, StaleLocation
+from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import LocationKey
 from croupier.transports.limiter import MemoryLimiter
+from croupier.transports.rpc import RpcClient
 
 CONFIG = ClientConfig(rpc_timeout=3.0, commit_wait_timeout=30.0, fetch_timeout=5.0)
 
@@ -159,3 +162,44 @@ def test_fetch_small_returns_what_the_usual_path_does(local: LocalCluster) -> No
             sh.unregister()
 
         check()
+
+
+def test_orphan_sweep_evicts_the_tier(local: LocalCluster) -> None:
+    worker = local.workers[0]
+    with croupier.connect(local.master_url, config=CONFIG) as client:
+        sh = client.register_app("orphan").register_shuffle(1, 4, replicate=False)
+        _write(sh, [2000] * 4)
+        assert [sum(1 for _ in r) for r in sh.readers(range(4))] == [2] * 4
+        assert len(worker.tier) == 4
+        held = worker.limiter.held
+        assert worker._control is not None
+        worker._control.drop_orphan(sh.app_id, sh.shuffle_id)
+        assert _wait(lambda: len(worker.tier) == 0)
+        assert worker.limiter.held <= held - 4 * 2000
+
+
+def test_fetch_small_on_the_wire(local: LocalCluster) -> None:
+    """Entries in order; an unknown location is answered in its entry; whole-request errors."""
+    worker = local.workers[0]
+    with croupier.connect(local.master_url, config=CONFIG) as client:
+        sh = client.register_app("wire").register_shuffle(1, 3, replicate=False)
+        _write(sh, [2000, 0, 3000])  # partition 1 is empty: no location
+        list(sh.reader(0))
+        body = {
+            "app_id": sh.app_id,
+            "shuffle_id": sh.shuffle_id,
+            "incarnation": worker.incarnation,
+            "locations": [[2, 0, "primary"], [1, 0, "primary"], [0, 0, "primary"]],
+        }
+        with RpcClient(worker.urls["fetch"], timeout=5.0, retries=0) as rpc:
+            reply = rpc.call(MsgType.FETCH_SMALL, body)
+            statuses = [e["status"] for e in reply.body["locations"]]
+            assert statuses == ["ok", "UNKNOWN_SHUFFLE", "ok"]
+            assert [len(p) for p in reply.payloads] == [
+                e["bytes"] for e in reply.body["locations"] if "bytes" in e
+            ]
+            assert reply.body["locations"][0]["batches"] >= 1
+            with pytest.raises(StaleLocation):
+                rpc.call(MsgType.FETCH_SMALL, {**body, "incarnation": "0" * 16})
+            with pytest.raises(BadRequest):
+                rpc.call(MsgType.FETCH_SMALL, {**body, "locations": [[0, 0, "primary"]] * 257})
