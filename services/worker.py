@@ -160,16 +160,7 @@ class WorkerService(Service):
                 self._pushed,
                 throttle=self.throttle,
             )
-            self._fetch = FetchHandler(identity, self._locations, store, tier=self.tier)
-            self._control = ControlHandler(
-                self._locations,
-                self._reservations,
-                store,
-                self.incarnation,
-                self._info,
-                pushed=self._pushed,
-                tier=self.tier,
-            )
+            self._fetch, self._control = self._fetch_and_control(identity, store)
             self._serve(
                 "control",
                 self._control.on_control,
@@ -197,6 +188,22 @@ class WorkerService(Service):
             " with CURVE" if self.curve is not None else "",
         )
         return self
+
+    def _fetch_and_control(
+        self, identity: Identity, store: PartitionStore
+    ) -> tuple[FetchHandler, ControlHandler]:
+        """The fetch port's handler and the control port's, both over the store and the memory tier."""
+        fetch = FetchHandler(identity, self._locations, store, tier=self.tier)
+        control = ControlHandler(
+            self._locations,
+            self._reservations,
+            store,
+            self.incarnation,
+            self._info,
+            pushed=self._pushed,
+            tier=self.tier,
+        )
+        return fetch, control
 
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
