@@ -598,7 +598,7 @@ def _readers(
     group = max(0, small_batch)
     for _ in range(len(parts)):
         if group:
-            if made < len(parts) and len(window) <= max(ahead, group // 2):
+            while made < len(parts) and len(window) <= max(ahead, group // 2):
                 made_now = [make(i) for i in range(made, min(len(parts), made + group))]
                 made += len(made_now)
                 send_small(shuffle, made_now)
