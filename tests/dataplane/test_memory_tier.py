@@ -203,3 +203,32 @@ def test_fetch_small_on_the_wire(local: LocalCluster) -> None:
                 rpc.call(MsgType.FETCH_SMALL, {**body, "incarnation": "0" * 16})
             with pytest.raises(BadRequest):
                 rpc.call(MsgType.FETCH_SMALL, {**body, "locations": [[0, 0, "primary"]] * 257})
+
+
+def test_a_bad_digest_from_fetch_small_reads_the_replica(tmp_path: Path) -> None:
+    """Real workers, tier off (the payload comes from the damaged file): the damaged copy's
+    partition is read from its replica, every record exactly once."""
+    config = WorkerConfig(heartbeat_interval=1.0, memory_tier_max=0)
+    with (
+        LocalCluster(workers=2, base_dir=tmp_path, worker_config=config) as lc,
+        croupier.connect(lc.master_url, config=CONFIG) as client,
+    ):
+        sh = client.register_app("damaged").register_shuffle(1, 6)
+        written = _write(sh, [3000] * 6)
+        assert _wait(lambda: sh._summary().committed)
+        [damaged] = Path(tmp_path).rglob(f"{sh.app_id}/{sh.shuffle_id}/0-0-primary.data")
+        raw = bytearray(damaged.read_bytes())
+        raw[-1] ^= 0xFF  # the last record's last byte
+        with open(damaged, "r+b") as fh:
+            fh.write(raw)
+
+        def fetches() -> int:
+            return sum(w._servers["fetch"].stats.requests for w in lc.workers)
+
+        before = fetches()
+        readers = list(sh.readers(range(6)))
+        got = {p: Counter(r) for p, r in enumerate(readers)}
+        assert got == written
+        assert [r.stats["switches"] for r in readers] == [1, 0, 0, 0, 0, 0]
+        # a FETCH_SMALL per worker, then OPEN_STREAM and FETCH_CHUNK 0 of the replica; not 2 per copy
+        assert fetches() - before <= 4
