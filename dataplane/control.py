@@ -153,8 +153,8 @@ class ControlHandler:
         for future in dropped:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 future.get(timeout=self._drop_timeout)
-        removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
-        if self._tier is not None:
+        if self._tier is not None:  # first: its memory goes even if removing the files fails
             self._tier.evict(destroy.app_id, destroy.shuffle_id)
+        removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
         log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
         return removed

@@ -68,7 +68,9 @@ class MemoryTier:
                 return True
             if not self.wants(size):
                 return False
-            if self._limiter is not None and not self._limiter.try_hold(size):
+            limiter = self._limiter
+            # checked first so that a full cap is not counted as a congested push
+            if limiter is not None and (limiter.held + size > limiter.held_cap or not limiter.try_hold(size)):
                 return False
             self._data[key] = data
             self._bytes += size

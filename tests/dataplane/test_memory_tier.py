@@ -62,6 +62,7 @@ def test_tier_takes_nothing_past_the_held_share_of_the_cap() -> None:
     assert tier.admit(_key(0), b"x" * 4000)
     assert not tier.admit(_key(1), b"x" * 2000)
     assert limiter.held == 4000
+    assert limiter.congested == 0  # a full tier is no congested push
     tier.clear()
     assert limiter.held == 0
 
