@@ -156,5 +156,7 @@ class ControlHandler:
         if self._tier is not None:  # first: its memory goes even if removing the files fails
             self._tier.evict(destroy.app_id, destroy.shuffle_id)
         removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        if self._tier is not None:  # and what a commit took meanwhile
+            self._tier.evict(destroy.app_id, destroy.shuffle_id)
         log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
         return removed
