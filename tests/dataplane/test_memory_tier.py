@@ -233,3 +233,17 @@ def test_a_bad_digest_from_fetch_small_reads_the_replica(tmp_path: Path) -> None
         assert [r.stats["switches"] for r in readers] == [1, 0, 0, 0, 0, 0]
         # a FETCH_SMALL per worker, then OPEN_STREAM and FETCH_CHUNK 0 of the replica; not 2 per copy
         assert fetches() - before <= 4
+
+
+def test_fetch_small_skips_what_is_over_its_limits(local: LocalCluster) -> None:
+    """Over 1 MiB, or past 4 MiB of payloads in one reply: read chunk by chunk (64 KiB here)."""
+    sizes = [5000, 1_200_000, *[900_000] * 5]
+    with croupier.connect(local.master_url, config=CONFIG) as client:
+        sh = client.register_app("limits").register_shuffle(1, len(sizes), replicate=False)
+        written = _write(sh, sizes)
+        readers = list(sh.readers(range(len(sizes))))
+        assert [Counter(r) for r in readers] == [written[p] for p in range(len(sizes))]
+        chunks = [r.stats["chunks"] for r in readers]
+        # whole in the reply: 5 kB, then four of 0.9 MB (3.6 MB); the fifth would pass 4 MiB
+        assert chunks[0] == 1 and chunks[2:6] == [1, 1, 1, 1]
+        assert chunks[1] > 1 and chunks[6] > 1
