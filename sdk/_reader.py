@@ -245,6 +245,15 @@ class Reader:
         self._ahead_of = (location.epoch, role, address.worker_id)
         self._ahead_small = (fetch, index)
 
+    def prepare(self) -> None:
+        """Close to its turn (``readers``): if its FETCH_SMALL has answered that the first
+        copy was skipped (too large), send its ``OPEN_STREAM`` and chunk 0 now, as ``start``."""
+        small = self._ahead_small
+        if small is None or not small[0].ready() or small[0].result(small[1]) is not None:
+            return
+        self._ahead_of = self._ahead_small = None
+        self.start()
+
     def _first(self) -> tuple[PartitionLocation, str, WorkerAddress] | None:
         """The copy the first pass reads first, if it may be asked for before iteration."""
         reply = self._reply
@@ -603,6 +612,8 @@ def _readers(
                 made += len(made_now)
                 send_small(shuffle, made_now)
                 window.extend(made_now)
+            for i in range(min(len(window) - 1, max(0, ahead))):
+                window[i + 1].prepare()  # the next ones after the reader handed out now
         else:
             while made < len(parts) and len(window) <= max(0, ahead):
                 reader = make(made)

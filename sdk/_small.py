@@ -58,6 +58,10 @@ class SmallFetch:
     def callback(self, reply: Reply | None, error: CroupierError | None) -> None:
         self._box.put((reply, error))
 
+    def ready(self) -> bool:
+        """Whether the reply (or the error) is in: ``result`` would not wait."""
+        return self._entries is not None or not self._box.empty()
+
     def result(self, index: int) -> SmallEntry | None:
         """Location ``index``'s entry, or None: read it the usual way."""
         if self._entries is None:

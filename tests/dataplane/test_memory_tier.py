@@ -247,3 +247,19 @@ def test_fetch_small_skips_what_is_over_its_limits(local: LocalCluster) -> None:
         # whole in the reply: 5 kB, then four of 0.9 MB (3.6 MB); the fifth would pass 4 MiB
         assert chunks[0] == 1 and chunks[2:6] == [1, 1, 1, 1]
         assert chunks[1] > 1 and chunks[6] > 1
+
+
+def test_skipped_locations_are_fetched_ahead_the_usual_way(local: LocalCluster) -> None:
+    sizes = [5000, 1_200_000, 1_200_000, 1_200_000]
+    with croupier.connect(local.master_url, config=CONFIG) as client:
+        sh = client.register_app("ahead").register_shuffle(1, len(sizes), replicate=False)
+        written = _write(sh, sizes)
+        it = iter(sh.readers(range(len(sizes))))
+        first = next(it)
+        assert Counter(first) == written[0]  # its FETCH_SMALL reply is in: the others were skipped
+        second = next(it)  # as it is handed out, the next ones are prepared
+        third = next(it)
+        # its first copy was skipped: asked for with OPEN_STREAM and chunk 0 before its turn
+        assert third._ahead_small is None and third._ahead_open is not None
+        assert Counter(second) == written[1] and Counter(third) == written[2]
+        assert [Counter(r) for r in it] == [written[3]]
