@@ -50,6 +50,7 @@ ACCESS: dict[int, Access] = {
     MsgType.PUSH: Access.APP,
     MsgType.OPEN_STREAM: Access.APP,
     MsgType.FETCH_CHUNK: Access.APP,
+    MsgType.FETCH_SMALL: Access.APP,
     MsgType.REPORT_COMMIT: Access.MEMBER,
     MsgType.EXPIRE_APP: Access.MEMBER,
     MsgType.TAKE_OVER: Access.MEMBER,

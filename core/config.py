@@ -141,6 +141,11 @@ class WorkerConfig:
         split_threshold: the bytes (batch headers included) a primary location takes before
             its PUSH replies ask the writer to split it soft (move to a new epoch in the
             background, PROTOCOL §5.2).
+        memory_tier_max: at commit, a location copy of at most this many bytes is also kept
+            in memory and served from there (``storage/memory_tier.py``); its file is still
+            written. 0 turns the tier off.
+        memory_tier_fraction: the most the memory tier holds, as a fraction of
+            ``memory_cap``; its bytes count against the cap as held state. 0 turns it off.
     """
 
     heartbeat_interval: float = 10.0
@@ -157,6 +162,8 @@ class WorkerConfig:
     throttle_floor: int = 200 * 1000**2
     throttle_z: float = 3.0
     split_threshold: int = 1024**3
+    memory_tier_max: int = 1024**2
+    memory_tier_fraction: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)

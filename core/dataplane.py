@@ -42,6 +42,8 @@ __all__ = [
     "DestroyReply",
     "FetchChunk",
     "FetchChunkReply",
+    "FetchSmall",
+    "FetchSmallReply",
     "LocationReport",
     "OpenStream",
     "OpenStreamReply",
@@ -50,6 +52,7 @@ __all__ = [
     "Replicate",
     "Reserve",
     "ReserveReply",
+    "SmallLocation",
     "WorkerInfoReply",
     "WorkerReply",
     "encode_reply",
@@ -172,6 +175,37 @@ class FetchChunk:
     def validate(self) -> None:
         _stream(self)
         int_id("chunk", self.chunk)
+
+
+MAX_FETCH_SMALL_LOCATIONS = 256  # locations one FETCH_SMALL may name
+FETCH_SMALL_MAX_LOCATION = 1024**2  # a larger location is "skipped": read it with OPEN_STREAM
+FETCH_SMALL_MAX_BYTES = 4 * 1024**2  # the payloads of one reply together (the first always fits)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSmall:
+    """Many small committed location copies of one shuffle in one request.
+
+    ``locations``: ``(partition, epoch, role)``, 1..``MAX_FETCH_SMALL_LOCATIONS``. Reply:
+    ``FetchSmallReply``, one entry per location in order, and one payload frame (the whole
+    ``.data`` file) per entry whose ``status`` is ``"ok"``.
+    """
+
+    TYPE = MsgType.FETCH_SMALL
+    app_id: str
+    shuffle_id: int
+    incarnation: str
+    locations: tuple[tuple[int, int, str], ...]
+
+    def validate(self) -> None:
+        _location(self)
+        if not 1 <= len(self.locations) <= MAX_FETCH_SMALL_LOCATIONS:
+            raise BadRequest(f"locations must name 1..{MAX_FETCH_SMALL_LOCATIONS} location copies")
+        for partition, epoch, role in self.locations:
+            int_id("partition", partition)
+            int_id("epoch", epoch)
+            if role not in tuple(CopyRole):
+                raise BadRequest(f"role must be one of {[str(r) for r in CopyRole]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +335,26 @@ class FetchChunkReply:
 
 
 @dataclass(frozen=True, slots=True)
+class SmallLocation:
+    """One location of a ``FETCH_SMALL`` reply: ``status`` ``"ok"`` (with ``bytes``, the file's
+    size and its payload frame's length, and ``batches``), ``"skipped"`` (too large for this
+    reply: read it with OPEN_STREAM and FETCH_CHUNK), or the error code OPEN_STREAM would
+    answer (``"UNKNOWN_SHUFFLE"``, ``"NOT_COMMITTED"``) with ``message``."""
+
+    status: str
+    bytes: int | None = None
+    batches: int | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSmallReply:
+    """``FETCH_SMALL``: an entry per location asked for, in order."""
+
+    locations: tuple[SmallLocation, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class DestroyReply:
     """``DESTROY``: how many location files were removed."""
 
@@ -336,13 +390,19 @@ class ReserveReply:
 
 
 WorkerReply = (
-    ReserveReply | CommitFilesReply | OpenStreamReply | FetchChunkReply | DestroyReply | WorkerInfoReply
+    ReserveReply
+    | CommitFilesReply
+    | OpenStreamReply
+    | FetchChunkReply
+    | FetchSmallReply
+    | DestroyReply
+    | WorkerInfoReply
 )
 
 
 def encode_reply(reply: WorkerReply) -> dict[str, Any]:
     """The JSON body of a worker reply: ``to_json``, without a location report's None fields."""
     body: dict[str, Any] = to_json(reply)
-    if isinstance(reply, CommitFilesReply):
+    if isinstance(reply, CommitFilesReply | FetchSmallReply):
         body["locations"] = [{k: v for k, v in loc.items() if v is not None} for loc in body["locations"]]
     return body

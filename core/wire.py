@@ -93,6 +93,7 @@ class MsgType(IntEnum):
     DESTROY = 55
     WORKER_INFO = 56
     RESERVE = 57
+    FETCH_SMALL = 58
 
 
 @dataclass(frozen=True, slots=True)

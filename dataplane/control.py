@@ -38,6 +38,7 @@ from croupier.dataplane.locations import Locations
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
+from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.rpc import Request, Responder
 
@@ -56,6 +57,7 @@ class ControlHandler:
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
     pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
     split: the locations' sizes for the split threshold, forgotten at COMMIT_FILES and DESTROY.
+    tier: the memory tier: filled at COMMIT_FILES, evicted with the files.
     """
 
     def __init__(
@@ -69,8 +71,10 @@ class ControlHandler:
         drop_timeout: float = 10.0,
         pushed: PushedBytes | None = None,
         split: SplitPolicy | None = None,
+        tier: MemoryTier | None = None,
     ) -> None:
         self._split = split
+        self._tier = tier
         self._pushed = pushed or PushedBytes()
         self._locations = locations
         self._reservations = reservations
@@ -100,6 +104,7 @@ class ControlHandler:
                 store=self._store,
                 incarnation=self._incarnation,
                 responder=responder,
+                tier=self._tier,
             )
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
@@ -157,6 +162,10 @@ class ControlHandler:
         for future in dropped:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 future.get(timeout=self._drop_timeout)
+        if self._tier is not None:  # first: its memory goes even if removing the files fails
+            self._tier.evict(destroy.app_id, destroy.shuffle_id)
         removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        if self._tier is not None:  # and what a commit took meanwhile
+            self._tier.evict(destroy.app_id, destroy.shuffle_id)
         log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
         return removed

@@ -134,3 +134,17 @@ def test_bench_curve_measures_both_in_one_run(capsys: pytest.CaptureFixture[str]
         assert results[name]["runs"] == 2 and results[name]["mb_per_s"]["median"] > 0, name
     assert set(results["ratios"]) == {"curve_cost", "curve_throughput_ratio", "curve_worker_cpu_ratio"}
     assert "curve_throughput_ratio" in out
+
+
+def test_bench_small_reads_measures_every_mode_with_and_without_the_tier() -> None:
+    from croupier.tools.bench_small import small_reads_scenario
+
+    # tiny: 40 partitions of 2 KiB; every read is checked by the scenario, the figures are not
+    found = small_reads_scenario(runs=1, partitions=40, size=2048)
+    assert set(found["ms_per_partition"]) == {
+        f"{tier}/{mode}"
+        for tier in ("tier-off", "tier-on")
+        for mode in ("reader", "readers-stream", "readers")
+    }
+    assert all(ms["median"] > 0 for ms in found["ms_per_partition"].values())
+    assert len(found["ratios"]) == 2

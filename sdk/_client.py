@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, overload
 
-from croupier._reader import Reader, readers
+from croupier._reader import SMALL_BATCH, Reader, readers
 from croupier._routing import Routing
 from croupier._writer import Writer
 from croupier.core.codec import to_json
@@ -477,7 +477,12 @@ class Shuffle:
         return Reader(self, partition, timeout=timeout)
 
     def readers(
-        self, partitions: Iterable[int], *, timeout: float | None = None, ahead: int = 2
+        self,
+        partitions: Iterable[int],
+        *,
+        timeout: float | None = None,
+        ahead: int = 2,
+        small_batch: int = SMALL_BATCH,
     ) -> Iterator[Reader]:
         """A ``Reader`` for each of ``partitions``, in order: for a task that reads many.
 
@@ -490,9 +495,11 @@ class Shuffle:
         The locations of all of them come in one master call (per 10,000), and the
         ``ahead`` next readers start fetching while one is consumed, so that many small
         partitions cost little more than a few large ones. Each reader waits for the
-        commit like ``reader`` and raises the same errors.
+        commit like ``reader`` and raises the same errors. The first copies of
+        ``small_batch`` readers at a time are asked for in one ``FETCH_SMALL`` per worker
+        (PROTOCOL §5.2): small partitions come whole in that reply (0: each reader alone).
         """
-        return readers(self, partitions, timeout=timeout, ahead=ahead)
+        return readers(self, partitions, timeout=timeout, ahead=ahead, small_batch=small_batch)
 
     def summary(self) -> dict[str, Any]:
         """The master's current summary (committed, lost partitions, sizes...), as JSON values.

@@ -26,7 +26,8 @@ than by not holding the location at all, is a loss, as before.
 ``readers(shuffle, partitions)`` reads many partitions in turn: one
 ``GET_LOCATIONS_BATCH`` for up to 10,000 of them, and while one partition is
 consumed the next ones already have their first ``OPEN_STREAM`` and chunk on the
-way, so a small partition costs no round trip of its own.
+way, so a small partition costs no round trip of its own; or, by default, the first
+copies of a group of readers come in one ``FETCH_SMALL`` per worker (``_small.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from croupier._assemble import (
     split_views,
 )
 from croupier._routing import PartitionLocation, WorkerAddress
+from croupier._small import SmallEntry, SmallFetch, send_small
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, Command, GetLocations, GetLocationsBatch
 from croupier.core.dataplane import (
@@ -146,6 +148,8 @@ class Reader:
         self._ahead_of: tuple[int, str, str] | None = None
         self._ahead_open: _Box | None = None
         self._ahead_chunks: _Results | None = None
+        # or the first copy's entry in a FETCH_SMALL that readers() sent (sdk/_small.py)
+        self._ahead_small: tuple[SmallFetch, int] | None = None
 
     def __iter__(self) -> Iterator[bytes]:
         self._start_once()
@@ -213,25 +217,57 @@ class Reader:
 
     def start(self) -> None:
         """Send the first copy's ``OPEN_STREAM`` and chunk 0 now, before iteration (``readers``)."""
+        first = self._first()
+        if first is None:
+            return
+        location, role, address = first
+        url, base, timeout = self._stream(location, role, address)
+        self._ahead_chunks = queue.SimpleQueue()
+        self._send(url, to_json(FetchChunk(*base, chunk=0)), 0, self._ahead_chunks)
+        self._ahead_open = self._request_async(url, MsgType.OPEN_STREAM, to_json(OpenStream(*base)), timeout)
+        self._ahead_of = (location.epoch, role, address.worker_id)
+
+    def first_copy(self) -> tuple[str, str, tuple[int, int, str]] | None:
+        """The fetch URL, incarnation and ``(partition, epoch, role)`` of the copy this reader
+        reads first, for a FETCH_SMALL (``readers``); None when there is none to send ahead,
+        or its worker is in doubt (then it waits for no batch)."""
+        first = self._first()
+        if first is None or self._doubtful(first[2]):
+            return None
+        location, role, address = first
+        return address.fetch_url, address.incarnation or "", (self.partition, location.epoch, role)
+
+    def take_small(self, fetch: SmallFetch, index: int) -> None:
+        """Read the first copy from entry ``index`` of ``fetch`` (sent by ``readers``)."""
+        first = self._first()
+        assert first is not None
+        location, role, address = first
+        self._ahead_of = (location.epoch, role, address.worker_id)
+        self._ahead_small = (fetch, index)
+
+    def prepare(self) -> None:
+        """Close to its turn (``readers``): if its FETCH_SMALL has answered that the first
+        copy was skipped (too large), send its ``OPEN_STREAM`` and chunk 0 now, as ``start``."""
+        small = self._ahead_small
+        if small is None or not small[0].ready() or small[0].result(small[1]) is not None:
+            return
+        self._ahead_of = self._ahead_small = None
+        self.start()
+
+    def _first(self) -> tuple[PartitionLocation, str, WorkerAddress] | None:
+        """The copy the first pass reads first, if it may be asked for before iteration."""
         reply = self._reply
         if reply is None or self._started or self._ahead_of is not None or reply.lost:
-            return
+            return None
         if declared_maps(reply) == []:
-            return  # empty: nothing will be read
+            return None  # empty: nothing will be read
         failed = set(reply.failed_copies)
         for location in reply.locations:
             copies, _ = self._copies(location, failed)
-            if copies:
-                role, address = copies[0]
-                if address.known:
-                    url, base, timeout = self._stream(location, role, address)
-                    self._ahead_chunks = queue.SimpleQueue()
-                    self._send(url, to_json(FetchChunk(*base, chunk=0)), 0, self._ahead_chunks)
-                    self._ahead_open = self._request_async(
-                        url, MsgType.OPEN_STREAM, to_json(OpenStream(*base)), timeout
-                    )
-                    self._ahead_of = (location.epoch, role, address.worker_id)
-            return
+            if copies and copies[0][1].known:
+                return location, copies[0][0], copies[0][1]
+            return None
+        return None
 
     def _copies(
         self, location: PartitionLocation, failed: set[tuple[int, str]]
@@ -339,6 +375,13 @@ class Reader:
     ) -> Iterator[bytes | memoryview]:
         if not address.known:
             raise _CopyFailed("the worker is no longer registered")
+        if self._ahead_of == (location.epoch, role, address.worker_id) and self._ahead_small is not None:
+            fetch, index = self._ahead_small
+            self._ahead_of = self._ahead_small = None
+            entry = fetch.result(index)
+            if entry is not None:  # else: skipped (too large, an older worker): read it as usual
+                yield from self._read_small(entry, address.worker_id, selector)
+                return
         url, base, timeout = self._stream(location, role, address)
         # Chunk 0 is asked for together with OPEN_STREAM rather than after it: one round
         # trip less per location, which is most of a small partition's cost. Its reply is
@@ -366,24 +409,39 @@ class Reader:
         except BadRequest as exc:
             raise _CopyFailed(f"malformed OPEN_STREAM reply from {url}: {exc.message}") from exc
         for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
-            self.stats["chunks"] += 1
-            try:
-                batches = parse_chunk(chunk, selector.wanted, self.shuffle.app_key)
-                for header, data in batches:
-                    if selector.is_new(header):
-                        records: list[bytes] | list[memoryview] = (
-                            split_records(data) if self._copy else split_views(data)
-                        )
-                        selector.offer(header)
-                        self.stats["batches"] += 1
-                        for record in records:
-                            self.stats["records"] += 1
-                            self.stats["bytes"] += len(record)
-                            yield record
-                    else:
-                        selector.offer(header)
-            except CorruptChunk as exc:
-                raise _CopyFailed(str(exc)) from exc
+            yield from self._chunk_records(chunk, selector)
+
+    def _read_small(
+        self, entry: SmallEntry, worker_id: str, selector: BatchSelector
+    ) -> Iterator[bytes | memoryview]:
+        """A copy from its FETCH_SMALL entry: the whole copy is one chunk."""
+        if entry.status == "absent":
+            raise _CopyAbsent(entry.message)
+        if entry.status != "ok" or entry.data is None:
+            self.shuffle.client._suspect(worker_id)
+            raise _CopyFailed(entry.message or "FETCH_SMALL failed")
+        yield from self._chunk_records(entry.data, selector)
+
+    def _chunk_records(self, chunk: memoryview, selector: BatchSelector) -> Iterator[bytes | memoryview]:
+        """The records of the batches of ``chunk`` not read yet; a corrupt chunk fails the copy."""
+        self.stats["chunks"] += 1
+        try:
+            batches = parse_chunk(chunk, selector.wanted, self.shuffle.app_key)
+            for header, data in batches:
+                if selector.is_new(header):
+                    records: list[bytes] | list[memoryview] = (
+                        split_records(data) if self._copy else split_views(data)
+                    )
+                    selector.offer(header)
+                    self.stats["batches"] += 1
+                    for record in records:
+                        self.stats["records"] += 1
+                        self.stats["bytes"] += len(record)
+                        yield record
+                else:
+                    selector.offer(header)
+        except CorruptChunk as exc:
+            raise _CopyFailed(str(exc)) from exc
 
     def _fetch(
         self,
@@ -499,24 +557,37 @@ def wait_committed(
         pause = min(1.0, pause * 2)
 
 
+SMALL_BATCH = 128  # readers whose first copies readers() asks for together (FETCH_SMALL)
+
+
 def readers(
-    shuffle: Shuffle, partitions: Iterable[int], *, timeout: float | None = None, ahead: int = 2
+    shuffle: Shuffle,
+    partitions: Iterable[int],
+    *,
+    timeout: float | None = None,
+    ahead: int = 2,
+    small_batch: int = SMALL_BATCH,
 ) -> Iterator[Reader]:
     """A ``Reader`` for each of ``partitions``, in order, each reading ahead of its turn.
 
     The locations come ``MAX_PARTITIONS_PER_CALL`` partitions per master call, once the
     shuffle is committed. The ``ahead`` readers after the one handed out have sent their
-    first ``OPEN_STREAM`` and chunk request. A reader that is skipped (never iterated)
-    costs only those requests.
+    first ``OPEN_STREAM`` and chunk request; with ``small_batch`` > 0 the readers are
+    made ``small_batch`` at a time instead (the next group once half of one is handed
+    out), and the first copies of each group are asked for in one ``FETCH_SMALL`` per
+    worker: a small copy comes whole in that reply, a larger one is read as usual. A
+    reader that is skipped (never iterated) costs only those requests.
     """
     parts = list(partitions)
     for p in parts:
         if not 0 <= p < shuffle.num_partitions:
             raise ValueError(f"partition {p} is out of range 0..{shuffle.num_partitions - 1}")
-    return _readers(shuffle, parts, timeout, ahead)
+    return _readers(shuffle, parts, timeout, ahead, small_batch)
 
 
-def _readers(shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: int) -> Iterator[Reader]:
+def _readers(
+    shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: int, small_batch: int
+) -> Iterator[Reader]:
     config = shuffle.client.config
     wait = config.commit_wait_timeout if timeout is None else timeout
     replies: deque[LocationsReply] = deque()
@@ -529,14 +600,24 @@ def _readers(shuffle: Shuffle, parts: list[int], timeout: float | None, ahead: i
             fetched += len(batch)
             command = GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, batch)
             replies.extend(wait_committed(shuffle, command, LocationsBatchReply, wait).split())
-        reader = Reader(shuffle, parts[index], timeout=timeout, _locations=replies.popleft())
-        reader.start()
-        return reader
+        return Reader(shuffle, parts[index], timeout=timeout, _locations=replies.popleft())
 
     window: deque[Reader] = deque()
     made = 0
+    group = max(0, small_batch)
     for _ in range(len(parts)):
-        while made < len(parts) and len(window) <= max(0, ahead):
-            window.append(make(made))
-            made += 1
+        if group:
+            while made < len(parts) and len(window) <= max(ahead, group // 2):
+                made_now = [make(i) for i in range(made, min(len(parts), made + group))]
+                made += len(made_now)
+                send_small(shuffle, made_now)
+                window.extend(made_now)
+            for i in range(min(len(window) - 1, max(0, ahead))):
+                window[i + 1].prepare()  # the next ones after the reader handed out now
+        else:
+            while made < len(parts) and len(window) <= max(0, ahead):
+                reader = make(made)
+                reader.start()
+                window.append(reader)
+                made += 1
         yield window.popleft()

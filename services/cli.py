@@ -361,6 +361,8 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         throttle_floor=parse_size(args.throttle_floor),
         throttle_z=args.throttle_z,
         split_threshold=parse_size(args.split_threshold),
+        memory_tier_max=parse_size(args.memory_tier_max),
+        memory_tier_fraction=args.memory_tier_fraction,
     )
 
 
@@ -608,7 +610,23 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
     _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
+    _add_memory_tier_flags(w)
     w.set_defaults(func=cmd_worker)
+
+
+def _add_memory_tier_flags(w: argparse.ArgumentParser) -> None:
+    default = WorkerConfig()
+    w.add_argument(
+        "--memory-tier-max",
+        default="1MiB",
+        help="committed location copies up to this size are also served from memory (0 = off)",
+    )
+    w.add_argument(
+        "--memory-tier-fraction",
+        type=float,
+        default=default.memory_tier_fraction,
+        help="the most the memory tier holds, as a fraction of --memory (counted against it)",
+    )
 
 
 def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
@@ -664,7 +682,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
         help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle,"
-        " curve",
+        " curve, small-reads",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)

@@ -6,7 +6,7 @@ reported to the master at registration):
     control    RESERVE, COMMIT_FILES, DESTROY, WORKER_INFO, PING   (from the master, admin)
     push       PUSH                                       (from writers; forwarded to the replica)
     replicate  REPLICATE                                  (from primaries)
-    fetch      OPEN_STREAM, FETCH_CHUNK                   (from readers)
+    fetch      OPEN_STREAM, FETCH_CHUNK, FETCH_SMALL      (from readers)
 
 What each request does lives in ``croupier.dataplane`` (push, reservations, commit, fetch,
 control, orphans, registration, throttle); this module builds those parts, starts them and stops them. Every
@@ -53,6 +53,7 @@ from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
+from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
@@ -116,6 +117,10 @@ class WorkerService(Service):
             else None
         )
         self._locations = Locations(self.limiter)
+        # small committed copies kept in memory; their bytes are held state of the limiter
+        self.tier = MemoryTier(
+            cfg.memory_tier_max, int(cfg.memory_cap * max(0.0, cfg.memory_tier_fraction)), self.limiter
+        )
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
         # soft and hard splits; hooks (a disk past its reserve) go in with ``split.add_hard``
@@ -164,16 +169,7 @@ class WorkerService(Service):
             self._replicator.start()
             identity = Identity(self.worker_id, self.incarnation)
             push = self._push_handler(identity, self._replicator)
-            self._fetch = FetchHandler(identity, self._locations, store)
-            self._control = ControlHandler(
-                self._locations,
-                self._reservations,
-                store,
-                self.incarnation,
-                self._info,
-                pushed=self._pushed,
-                split=self.split,
-            )
+            self._fetch, self._control = self._fetch_and_control(identity, store)
             self._serve(
                 "control",
                 self._control.on_control,
@@ -185,7 +181,9 @@ class WorkerService(Service):
             )
             self._serve("push", push.on_push, MsgType.PUSH)
             self._serve("replicate", push.on_replicate, MsgType.REPLICATE)
-            self._serve("fetch", self._fetch.on_fetch, MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK)
+            self._serve(
+                "fetch", self._fetch.on_fetch, MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK, MsgType.FETCH_SMALL
+            )
             self._registration = self._registration_with_master()
             self._registration.start()
         except BaseException:
@@ -212,6 +210,23 @@ class WorkerService(Service):
             secret=self._secret,
             split=self.split,
         )
+
+    def _fetch_and_control(
+        self, identity: Identity, store: PartitionStore
+    ) -> tuple[FetchHandler, ControlHandler]:
+        """The fetch port's handler and the control port's, both over the store and the memory tier."""
+        fetch = FetchHandler(identity, self._locations, store, tier=self.tier)
+        control = ControlHandler(
+            self._locations,
+            self._reservations,
+            store,
+            self.incarnation,
+            self._info,
+            pushed=self._pushed,
+            split=self.split,
+            tier=self.tier,
+        )
+        return fetch, control
 
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
@@ -359,6 +374,7 @@ class WorkerService(Service):
         if self._fetch is not None:
             self._fetch.close()
             self._fetch = None
+        self.tier.clear()
         if self.store is not None and self._given_store is None:
             self.store.close()
         self.store = None

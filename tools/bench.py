@@ -11,6 +11,9 @@ Scenarios (each in its own module):
   the master, with the file log and (``--ha``) a ZooKeeper-replicated one.
 - ``throttle`` (:mod:`croupier.tools.bench_throttle`): a quiet app's throughput while
   another app floods, as a ratio of its solo rate, with abnormal-app throttling off and on.
+- ``small-reads`` (:mod:`croupier.tools.bench_small`): ms per partition reading 1,000
+  partitions of 10 KiB with ``reader()``, ``readers()`` without and with ``FETCH_SMALL``,
+  on a cluster with the memory tier off and one with it on.
 
 Report figures as ratios of runs made in the same invocation: the machine is
 shared and noisy. Everything runs in the caller's thread and stops what it starts.
@@ -25,7 +28,7 @@ from croupier.tools.bench_data import DATA_SCENARIOS
 
 __all__ = ["SCENARIOS", "main_bench"]
 
-SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle")
+SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle", "small-reads")
 
 
 def _print_data(results: dict[str, Any]) -> None:
@@ -79,6 +82,20 @@ def _throttle(*, runs: int) -> dict[str, Any]:
         )
     for key, v in found["ratios"].items():
         print(f"throttle {key:44s} {v}")
+    return found
+
+
+def _small_reads(*, runs: int) -> dict[str, Any]:
+    from croupier.tools.bench_small import small_reads_scenario
+
+    found = small_reads_scenario(runs=runs)
+    for key, ms in found["ms_per_partition"].items():
+        print(
+            f"small-reads {key:28s} ms/partition median {ms['median']:>7}"
+            f"  (min {ms['min']}, max {ms['max']}, {found['runs']} runs)"
+        )
+    for key, v in found["ratios"].items():
+        print(f"small-reads {key:44s} {v}")
     return found
 
 
@@ -136,6 +153,8 @@ def main_bench(
         results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
     if "throttle" in scenarios:
         results["throttle"] = _throttle(runs=runs)
+    if "small-reads" in scenarios:
+        results["small_reads"] = _small_reads(runs=runs)
     if as_json:
         print(json.dumps(results))
     return 1 if results.get("failures") else 0

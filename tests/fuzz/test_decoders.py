@@ -19,7 +19,7 @@ from croupier._assemble import CorruptChunk, parse_chunk
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import COMMAND_TYPES, Command, MapperEnd, decode_command, encode_command
-from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, OpenStream, Push, Replicate
+from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, FetchSmall, OpenStream, Push, Replicate
 from croupier.core.errors import BadRequest
 from croupier.core.events import EVENT_TYPES, decode_event, encode_event
 from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, decode_body, encode_body
@@ -31,7 +31,7 @@ from croupier.transports.digest import batch_digest
 from tests.fuzz.budget import fuzz_settings, ran
 from tests.fuzz.mutate import json_values, mutated, odd_strings
 
-DATAPLANE = (Push, Replicate, CommitFiles, OpenStream, FetchChunk, Destroy)
+DATAPLANE = (Push, Replicate, CommitFiles, OpenStream, FetchChunk, FetchSmall, Destroy)
 _U64 = (1 << 64) - 1
 
 
@@ -146,6 +146,12 @@ _DP_SAMPLES: dict[type[Any], dict[str, Any]] = {
     CommitFiles: {"app_id": "a", "shuffle_id": 0},
     OpenStream: {**_LOC, "role": "primary"},
     FetchChunk: {**_LOC, "role": "replica", "chunk": 3},
+    FetchSmall: {
+        "app_id": "a",
+        "shuffle_id": 0,
+        "incarnation": "i",
+        "locations": [[0, 0, "primary"], [3, 1, "replica"]],
+    },
     Destroy: {"app_id": "a", "shuffle_id": None},
 }
 

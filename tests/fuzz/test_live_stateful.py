@@ -26,7 +26,7 @@ WORKER_PORTS = {
     "control": [MsgType.PING, MsgType.COMMIT_FILES, MsgType.DESTROY, MsgType.WORKER_INFO],
     "push": [MsgType.PUSH],
     "replicate": [MsgType.REPLICATE],
-    "fetch": [MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK],
+    "fetch": [MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK, MsgType.FETCH_SMALL],
 }
 bodies = st.one_of(
     st.binary(max_size=64),

@@ -31,12 +31,15 @@ from croupier.core.dataplane import (
     DestroyReply,
     FetchChunk,
     FetchChunkReply,
+    FetchSmall,
+    FetchSmallReply,
     LocationReport,
     OpenStream,
     OpenStreamReply,
     Push,
     Reserve,
     ReserveReply,
+    SmallLocation,
     encode_reply,
 )
 from croupier.core.errors import (
@@ -89,6 +92,8 @@ class FakeWorker:
         self.congest = 0
         self.refuse: CroupierError | None = None
         self.corrupt = False
+        self.small = True  # answers FETCH_SMALL (False: as a worker from before it)
+        self.small_requests = 0
         self.pushes = 0
         self.alive = True
         self.server = RpcServer(
@@ -131,6 +136,9 @@ class FakeWorker:
         elif t == MsgType.FETCH_CHUNK:
             reply, chunk = self._fetch(from_json(FetchChunk, request.body))
             responder.ok(encode_reply(reply), [chunk])
+        elif t == MsgType.FETCH_SMALL and self.small:
+            reply, payloads = self._fetch_small(from_json(FetchSmall, request.body))
+            responder.ok(encode_reply(reply), payloads)
         elif t == MsgType.DESTROY:
             responder.ok(encode_reply(self._destroy(from_json(Destroy, request.body))))
         else:
@@ -252,6 +260,28 @@ class FakeWorker:
         if self.corrupt:
             chunk = chunk[:-1] + bytes([chunk[-1] ^ 0xFF])
         return FetchChunkReply(offset, len(chunk)), chunk
+
+    def _fetch_small(self, body: FetchSmall) -> tuple[FetchSmallReply, list[bytes]]:
+        """Every location whole, as a worker does below its 1 MiB and 4 MiB limits."""
+        if body.incarnation != self.incarnation:
+            raise StaleLocation(f"{self.worker_id} is incarnation {self.incarnation}")
+        entries: list[SmallLocation] = []
+        payloads: list[bytes] = []
+        with self.lock:
+            self.small_requests += 1
+            for partition, epoch, role in body.locations:
+                key = (body.app_id, body.shuffle_id, partition, epoch, role)
+                chunks = self.chunks.get(key)
+                if chunks is None:
+                    code = "NOT_COMMITTED" if key in self.data else "UNKNOWN_SHUFFLE"
+                    entries.append(SmallLocation(code, message=f"no data for {key}"))
+                    continue
+                data = b"".join(chunks)
+                if self.corrupt and data:
+                    data = data[:-1] + bytes([data[-1] ^ 0xFF])
+                entries.append(SmallLocation("ok", len(data), self.batch_counts[key]))
+                payloads.append(data)
+        return FetchSmallReply(tuple(entries)), payloads
 
     def _destroy(self, body: Destroy) -> DestroyReply:
         self.reservations.forget(body.app_id, body.shuffle_id)

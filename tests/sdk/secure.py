@@ -56,7 +56,8 @@ def secure_cluster(
     started: list[WorkerService] = []
     try:
         for i in range(workers):
-            config = WorkerConfig(heartbeat_interval=0.5)
+            # the forgery tests edit committed files: no memory tier to serve them from memory
+            config = WorkerConfig(heartbeat_interval=0.5, memory_tier_max=0)
             worker = WorkerService(master.url, [base / f"worker{i}"], config=config, secret=secret)
             started.append(worker.start())
         _wait_for_workers(master.url, workers, secret)

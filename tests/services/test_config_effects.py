@@ -197,6 +197,8 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         throttle_floor=1000,
         throttle_z=2.0,
         split_threshold=20_000,
+        memory_tier_max=50_000,
+        memory_tier_fraction=0.05,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -219,6 +221,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             reader = shuffle.reader(0)
             assert sum(1 for _ in reader) == 600
             chunks = reader.stats["chunks"]
+            tiered = len(worker.tier)
         with RpcClient(worker.urls["control"], timeout=5.0, retries=0) as rpc:
             info = rpc.call(MsgType.WORKER_INFO).body
         flush_writes = sum(f.ask("stats")["writes"] for f in pykka.ActorRegistry.get_by_class(FlusherActor))
@@ -245,6 +248,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
                 isinstance(worker.store, DiskPartitionStore) and worker.store.fsync is value
             ),
             "partition_actors": lambda value: actors == value,
+            # the shuffle's one location (60 kB and headers) is over 50 kB: not kept (1 MiB would keep it)
+            # the split threshold (20 kB) cuts the partition into copies under the tier's maximum
+            "memory_tier_max": lambda value: worker.tier.max_location == value and tiered > 0,
+            "memory_tier_fraction": lambda value: worker.tier.capacity == int(config.memory_cap * value),
             "max_peer_reply_bytes": lambda value: (
                 len(worker._servers) == 4
                 and all(s.max_peer_reply_bytes == value for s in worker._servers.values())
