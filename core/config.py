@@ -138,6 +138,10 @@ class WorkerConfig:
         throttle_z: the z-score against the other apps' rates (leave-one-out) an app must
             exceed to be throttled (``core/throttle.py``). A throttled app's pushes get
             ``CONGESTED`` until its rate falls; other apps proceed.
+        disk_reserve: free bytes each data directory keeps: below it a directory gets no
+            new locations, and a worker with no directory above it gets no new slots
+            (``--disk-reserve``). None: the smaller of 5 GiB and 10 % of the directory's
+            filesystem.
     """
 
     heartbeat_interval: float = 10.0
@@ -153,6 +157,7 @@ class WorkerConfig:
     throttle_window: float = 300.0
     throttle_floor: int = 200 * 1000**2
     throttle_z: float = 3.0
+    disk_reserve: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

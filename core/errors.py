@@ -7,6 +7,7 @@
     ├── NotLeader             NOT_LEADER      (r)  details: leader address, if known
     │   └── Fenced            NOT_LEADER      (r)  ha.zklog: deposed; a fenced write was refused
     ├── Congested             CONGESTED       (r)  back off and resend the same batch
+    ├── HardSplit             HARD_SPLIT      (r)  the location takes no more data: revive, then resend
     ├── UnknownApp            UNKNOWN_APP
     ├── UnknownShuffle        UNKNOWN_SHUFFLE
     ├── UnknownWorker         UNKNOWN_WORKER  (r)  the worker should register again
@@ -44,6 +45,7 @@ __all__ = [
     "Congested",
     "CroupierError",
     "DataLostError",
+    "HardSplit",
     "InternalError",
     "NotCommitted",
     "NotEnoughWorkers",
@@ -105,6 +107,15 @@ class NotLeader(CroupierError):
 class Congested(CroupierError):
     code = "CONGESTED"
     status = 3
+    retriable = True
+
+
+class HardSplit(CroupierError):
+    """A worker's location takes no more data (its disk failed or filled): revive the
+    partition and resend there."""
+
+    code = "HARD_SPLIT"
+    status = 4
     retriable = True
 
 
@@ -245,6 +256,7 @@ _BY_CODE: dict[str, type[CroupierError]] = {
         BadRequest,
         NotLeader,
         Congested,
+        HardSplit,
         UnknownShuffle,
         UnknownApp,
         UnknownWorker,

@@ -17,7 +17,7 @@ large messages and an idle one gets no added latency.
 
 Failures (DESIGN §7):
     ``CONGESTED``      resend the same message after an exponential back-off.
-    ``STALE_LOCATION``, ``TIMEOUT``, ``UNAVAILABLE``:
+    ``STALE_LOCATION``, ``TIMEOUT``, ``UNAVAILABLE``, ``HARD_SPLIT``:
                        revive every partition of the message (unless someone
                        already moved it past the failed epoch) and resend its
                        batches, same ids, to the new location.
@@ -42,6 +42,7 @@ from croupier.core.dataplane import Push, ReplicaTarget
 from croupier.core.errors import (
     Congested,
     CroupierError,
+    HardSplit,
     InternalError,
     RequestTimeout,
     StaleLocation,
@@ -62,7 +63,7 @@ _Target = tuple[str, str | None, str | None, str | None]
 ReviveFn = Callable[[int, int, str, tuple[str, ...]], PartitionLocation]
 """``revive(partition, failed_epoch, reason, failed_workers) -> newest location``."""
 
-REVIVE_ERRORS: tuple[type[CroupierError], ...] = (StaleLocation, RequestTimeout, Unavailable)
+REVIVE_ERRORS: tuple[type[CroupierError], ...] = (StaleLocation, RequestTimeout, Unavailable, HardSplit)
 BACKOFF_MIN = 0.005
 BACKOFF_MAX = 0.5
 

@@ -271,6 +271,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         throttle_window=0.0 if args.no_throttle else parse_duration(args.throttle_window),
         throttle_floor=parse_size(args.throttle_floor),
         throttle_z=args.throttle_z,
+        disk_reserve=None if args.disk_reserve in (None, "auto") else parse_size(args.disk_reserve),
     )
 
 
@@ -513,6 +514,12 @@ def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
         help="z-score against the other apps' push rates an app must exceed to be throttled",
     )
     w.add_argument("--no-throttle", action="store_true", help="turn abnormal-app throttling off")
+    w.add_argument(
+        "--disk-reserve",
+        default="auto",
+        help="free bytes each data directory keeps; below it the directory gets no new locations"
+        " (auto: the smaller of 5GiB and 10%% of its filesystem)",
+    )
 
 
 def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:

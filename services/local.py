@@ -310,6 +310,11 @@ class LocalCluster(Service):
                 str(self.worker_config.throttle_floor),
                 "--throttle-z",
                 str(self.worker_config.throttle_z),
+                *(
+                    ["--disk-reserve", str(self.worker_config.disk_reserve)]
+                    if self.worker_config.disk_reserve is not None
+                    else []
+                ),
                 *self._curve_flags(),
                 *self._worker_args,
             ],

@@ -32,7 +32,7 @@ from typing import Any, Self
 import pykka
 
 from croupier.actors.flusher import FlusherActor, FlushStats
-from croupier.actors.partition_actor import PartitionActor
+from croupier.actors.partition_actor import Failures, PartitionActor
 from croupier.core.commands import RegisterWorker
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
@@ -40,7 +40,7 @@ from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
-from croupier.dataplane.load import LoadSampler
+from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
@@ -106,11 +106,13 @@ class WorkerService(Service):
             else None
         )
         self._locations = Locations(self.limiter)
+        self._failures = Failures()  # locations whose disks failed (issue 15)
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
+        self._room: DiskRoom | None = None
         self._replicator: AsyncRpcClient | None = None
         self._fetch: FetchHandler | None = None
         self._control: ControlHandler | None = None
@@ -154,6 +156,8 @@ class WorkerService(Service):
                 self._replicator,
                 self._pushed,
                 throttle=self.throttle,
+                failures=self._failures,
+                ample=self._room.ample if self._room is not None else None,
             )
             self._fetch = FetchHandler(identity, self._locations, store)
             self._control = ControlHandler(
@@ -188,8 +192,9 @@ class WorkerService(Service):
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
         store = self.store = self._given_store or DiskPartitionStore(
-            self.dirs, fsync=self.config.commit_fsync
+            self.dirs, fsync=self.config.commit_fsync, reserve=self.config.disk_reserve
         )
+        self._room = DiskRoom(store.dir_states, self.config.memory_cap)
         committed = store.scan()
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
@@ -210,6 +215,7 @@ class WorkerService(Service):
             self.limiter,
             flush_bytes=self.config.flush_threshold,
             chunk_size=self.config.chunk_size,
+            failures=self._failures,
         )
 
     def _serve(self, name: str, handler: Handler, *types: MsgType) -> None:
