@@ -98,6 +98,7 @@ class LocalCluster(Service):
     master_args: extra CLI arguments for master subprocesses (``--tenants FILE``, quotas).
     curve: every socket talks CURVE (``--curve``), with the key pair of ``secret_file``.
     secret_file: the cluster secret (default: ``<base_dir>/secret``, created if missing).
+    disks: data directories per worker (``<base_dir>/worker<i>/disk<d>``).
     """
 
     def __init__(
@@ -115,8 +116,10 @@ class LocalCluster(Service):
         session_timeout: float = 2.0,
         curve: bool = False,
         secret_file: str | os.PathLike[str] | None = None,
+        disks: int = 1,
     ) -> None:
         self.num_workers = workers
+        self.disks = disks
         self.ha = ha
         self.num_masters = masters if ha else 1
         self.session_timeout = session_timeout
@@ -277,7 +280,7 @@ class LocalCluster(Service):
         return self._worker_dirs(i)
 
     def _worker_dirs(self, i: int) -> list[Path]:
-        return [self.base_dir / f"worker{i}" / "disk0"]
+        return [self.base_dir / f"worker{i}" / f"disk{d}" for d in range(self.disks)]
 
     def _worker(self, i: int) -> WorkerService:
         return WorkerService(

@@ -73,6 +73,8 @@ is marked failed for the life of the store. A dir is *usable* when it is healthy
 free bytes (``statvfs``) are at least its reserve. ``create`` puts a location on its hashed
 dir if that one is usable, else on the usable dir with the most free space, else on the
 healthy dir with the most free space; with no healthy dir it raises ``Unavailable``.
+Data writes never take a dir below half its reserve (that *headroom* is left to the index
+files that commits write): such a write fails as ``ENOSPC`` would.
 A write (or commit) that fails is undone and retried on another healthy dir of the store:
 the bytes already written are copied there, then the call is written again, and the old
 file is deleted. Only when no healthy dir takes it does the call raise (``Unavailable``,
@@ -161,6 +163,11 @@ def _os_error(action: str, path: Path | str, exc: OSError) -> Unavailable:
 def default_reserve(total: int) -> int:
     """The default reserve of a filesystem of ``total`` bytes: min(5 GiB, 10 % of it)."""
     return min(RESERVE_MAX, int(total * RESERVE_SHARE))
+
+
+def _headroom(reserve: int) -> int:
+    """Free bytes data writes leave to commits (index files): half the reserve."""
+    return reserve // 2
 
 
 class _SourceError(Exception):
@@ -444,6 +451,7 @@ class DiskPartitionFile:
             no_space = True
             while True:
                 try:
+                    self._store._check_room(self.disk, total)
                     self._write_here(list(views))  # a copy: a short write replaces its items
                 except OSError as exc:
                     error = _os_error("write", self.data_path, exc)
@@ -469,7 +477,7 @@ class DiskPartitionFile:
         False when no dir takes it (or the bytes here cannot be read back)."""
         store = self._store
         while True:
-            disk = store._choose(self.key, tried, self._size + need)
+            disk = store._choose(self.key, tried, self._size + need, strict=True)
             if disk is None:
                 return False
             tried.add(disk)
@@ -672,11 +680,18 @@ class DiskPartitionStore:
             out.append(DirState(str(d), free, total, reserve, healthy))
         return out
 
-    def _choose(self, key: LocationKey, exclude: set[int], need: int = 0) -> int | None:
+    def _choose(
+        self, key: LocationKey, exclude: set[int], need: int = 0, *, strict: bool = False
+    ) -> int | None:
         """The dir for (more of) ``key``: its hashed dir if usable with ``need`` more bytes, else
-        the usable one with the most free space, else the healthy one with the most; None: none."""
+        the usable one with the most free space, else the healthy one with the most; None: none.
+        ``strict``: only dirs where ``need`` bytes leave the commit headroom free."""
         states = self.dir_states()
-        healthy = [i for i, st in enumerate(states) if st.healthy and i not in exclude]
+        healthy = [
+            i
+            for i, st in enumerate(states)
+            if st.healthy and i not in exclude and (not strict or st.free - need >= _headroom(st.reserve))
+        ]
         if not healthy:
             return None
         roomy = [i for i in healthy if states[i].free - need >= states[i].reserve]
@@ -684,6 +699,18 @@ class DiskPartitionStore:
         if first in roomy:
             return first
         return max(roomy or healthy, key=lambda i: (states[i].free, -i))
+
+    def _check_room(self, disk: int, nbytes: int) -> None:
+        """Raises ENOSPC when writing ``nbytes`` to ``disk`` would cut into the headroom kept for
+        commits (half the reserve: the index files of the locations there)."""
+        try:
+            st = os.statvfs(self._dirs[disk])
+        except OSError:
+            return  # the write itself will tell
+        free = st.f_bavail * st.f_frsize
+        reserve = self.reserve if self.reserve is not None else default_reserve(st.f_blocks * st.f_frsize)
+        if free - nbytes < _headroom(reserve):
+            raise OSError(errno.ENOSPC, f"{nbytes} bytes would leave less than the commit headroom free")
 
     def _write_failed(self, disk: int, exc: OSError) -> None:
         """A write to ``disk`` failed: anything but "no space" marks the dir unhealthy for good."""
