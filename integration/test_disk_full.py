@@ -101,7 +101,9 @@ def test_a_shuffle_larger_than_the_disks_never_succeeds_at_the_writer_and_loses_
                 continue
             for p, items in recs.items():
                 expected[p].extend(items)
-        assert all(e.code in ("DATA_LOST", "HARD_SPLIT", "NOT_ENOUGH_WORKERS") for e in failed.values()), failed
+        assert all(e.code in ("DATA_LOST", "HARD_SPLIT", "NOT_ENOUGH_WORKERS") for e in failed.values()), (
+            failed
+        )
         for m in failed:  # the failed maps run again, empty this time, so that the shuffle commits
             assert write_map(sh, m, {}, attempt=1) is None
         # whatever the writers acknowledged reads back, complete and exactly once

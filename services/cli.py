@@ -222,8 +222,27 @@ def cmd_admin(args: argparse.Namespace) -> int:
         ),
     }[args.action]
     table = [to_json(row) for row in rows]
+    if args.action == "workers":
+        _add_dirs(table, status)
+        columns = [*columns, "dirs"]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
+
+
+def _add_dirs(table: list[dict[str, Any]], status: StatusReply) -> None:
+    """Each worker row's ``dirs``: its data directories' free space and health, from its last
+    heartbeat (``path free/total MiB ok|low|failed``, ``low``: free below the reserve)."""
+    reported = (status.master.worker_dirs if status.master is not None else None) or {}
+    for row in table:
+        dirs = reported.get(row["worker_id"])
+        if dirs is None:
+            row["dirs"] = "?"
+            continue
+        shown = []
+        for path, free, total, reserve, healthy in dirs:
+            health = "failed" if not healthy else "low" if free < reserve else "ok"
+            shown.append(f"{path} {free // 1024**2}/{total // 1024**2}MiB {health}")
+        row["dirs"] = "; ".join(shown)
 
 
 def _tenants_text(rows: list[dict[str, Any]]) -> str:

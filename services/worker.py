@@ -255,6 +255,7 @@ class WorkerService(Service):
             pending_flush=self.limiter.level,
             orphans=orphans,
             pushed=self._pushed,
+            dirs=self._room.states if self._room is not None else None,
         )
 
     def _client_curve(self) -> CurveClient | None:

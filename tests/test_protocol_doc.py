@@ -12,7 +12,7 @@ from croupier.core.wire import HEADER_SIZE, Header, Kind, MsgType
 
 DOC = (Path(__file__).resolve().parents[1] / "PROTOCOL.md").read_text()
 # statuses the wire keeps for errors no server sends yet (a later issue adds them)
-RESERVED_ERRORS = {4: "HARD_SPLIT", 5: "SOFT_SPLIT"}
+RESERVED_ERRORS = {5: "SOFT_SPLIT"}
 
 
 def _section(number: str) -> str:

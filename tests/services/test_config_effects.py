@@ -196,6 +196,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         throttle_window=60.0,
         throttle_floor=1000,
         throttle_z=2.0,
+        disk_reserve=12345,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -207,6 +208,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         slots = admin.call(c.Status())["workers"][0]["slots"]
         time.sleep(1.2)
         heartbeat_age = master.describe()["worker_heartbeat_age"][worker.worker_id]
+        reported_dirs = master.describe()["worker_dirs"][worker.worker_id]  # path, free, total, reserve, ok
         actors = len(pykka.ActorRegistry.get_by_class(PartitionActor))
         with croupier.connect(master.url, config=client_config) as client:
             shuffle = client.register_app("cfg").register_shuffle(1, 1, replicate=False)
@@ -251,6 +253,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             "throttle_window": lambda value: throttle is not None and throttle.window == value and rates,
             "throttle_floor": lambda value: throttle is not None and throttle.rule.floor == value,
             "throttle_z": lambda value: throttle is not None and throttle.rule.z == value,
+            "disk_reserve": lambda value: [d[3] for d in reported_dirs] == [value],
         }
         _check_all(config, checks)
 
