@@ -9,14 +9,15 @@ import contextlib
 import os
 import random
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import croupier
 from croupier.core.config import MasterConfig, WorkerConfig
-from croupier.core.errors import CroupierError
+from croupier.core.errors import CroupierError, NotEnoughWorkers
 from croupier.services.local import LocalCluster
 
 pytestmark = pytest.mark.integration
@@ -110,6 +111,25 @@ def test_a_shuffle_larger_than_the_disks_never_succeeds_at_the_writer_and_loses_
         for p, items in expected.items():
             got = list(sh.reader(p))
             assert sorted(got) == sorted(items), f"partition {p}: {len(got)} records, expected {len(items)}"
+        # the full workers report it, and get no new slots
+        assert wait_for(lambda: full_workers(cl) == 2), cl.status()["master"].get("worker_dirs")
+        with pytest.raises(NotEnoughWorkers):
+            app.register_shuffle(num_mappers=1, num_partitions=2)
+
+
+def full_workers(cl: LocalCluster) -> int:
+    """Workers whose last heartbeat reported no directory with free space at its reserve."""
+    reported = cl.status()["master"].get("worker_dirs") or {}
+    return sum(1 for dirs in reported.values() if all(free < reserve for _, free, _, reserve, _ in dirs))
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def test_a_shuffle_that_fits_small_disks_reads_back_exactly(tmp_path: Path) -> None:
