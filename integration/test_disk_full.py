@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import croupier
-from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError, NotEnoughWorkers
 from croupier.services.local import LocalCluster
 
@@ -88,7 +88,13 @@ def test_a_shuffle_larger_than_the_disks_never_succeeds_at_the_writer_and_loses_
 ) -> None:
     base = tmp_path / "cluster"
     dirs = [base / f"worker{i}" / "disk0" for i in range(2)]
-    with small_filesystems(dirs, "40m"), cluster(base, 2, 1) as cl, croupier.connect(cl.master_url) as client:
+    # a revive finds no worker with room: NOT_ENOUGH_WORKERS is retried rpc_timeout, then raised
+    config = ClientConfig(rpc_timeout=3.0, failover_deadline=3.0)
+    with (
+        small_filesystems(dirs, "40m"),
+        cluster(base, 2, 1) as cl,
+        croupier.connect(cl.master_url, config=config) as client,
+    ):
         app = client.register_app("disk-full")
         mappers, partitions = 10, 8
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions)
