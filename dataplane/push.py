@@ -201,7 +201,7 @@ class PushHandler:
             raise HardSplit(
                 f"{where}: partitions {sorted(failed)} of shuffle {app_id}/{shuffle_id} take no more"
                 " data here (no disk with room or health is left): revive them",
-                {"partitions": sorted(failed)},
+                {"partitions": sorted(failed), "failed_worker": self._identity.worker_id},
             )
 
     def _accept(
