@@ -28,9 +28,9 @@ import threading
 import time
 from pathlib import Path
 
-from croupier.core.commands import GetLocations, Status, encode_command
+from croupier.core.commands import GetLocations, Status, encode_command, usable
 from croupier.core.errors import CroupierError
-from croupier.core.replies import LocationsReply
+from croupier.core.replies import LocationsReply, StatusReply
 from croupier.services.local import LocalCluster
 from croupier.tools.verify_damage import damage_copy
 from croupier.tools.verify_faults import Fault
@@ -100,6 +100,7 @@ class Nemesis:
         """Continue paused workers, start killed ones (and killed masters), and wait until
         every worker is registered again, so the next shuffle meets one fault only."""
         cluster = self._cluster
+        filled = bool(self._fillers)
         self._unfill()
         for i, timer in list(self._timers.items()):
             timer.cancel()
@@ -115,6 +116,19 @@ class Nemesis:
             if not cluster.master_running(i):
                 cluster.start_master(i)
         cluster.wait_for_workers(cluster.num_workers, timeout)
+        if filled:
+            self._wait_usable(timeout)
+
+    def _wait_usable(self, timeout: float) -> None:
+        """Wait until the master's view of every worker's disks (heartbeats) has room again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            master = self._master.request(Status(), StatusReply).master
+            reported = (master.worker_dirs if master is not None else None) or {}
+            if len(reported) >= self._cluster.num_workers and all(usable(d) for d in reported.values()):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("the master still sees a full disk after the fillers went")
 
     def close(self) -> None:
         """Continue whatever is still paused and close the master client. Idempotent."""
