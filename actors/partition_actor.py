@@ -339,8 +339,10 @@ class PartitionActor(pykka.ThreadingActor):
 
     def _flush_done(self, key: LocationKey, error: CroupierError | None) -> None:
         loc = self._locations.get(key)
-        if loc is None:
-            return  # dropped while its flush ran (the flusher released the bytes)
+        if loc is None or not loc.flights:
+            # dropped while its flush ran (the flusher released the bytes), and maybe made
+            # again since by a late push: the job was not this location's
+            return
         loc.in_flight -= 1
         index, maps = loc.flights.popleft()
         if error is None and not loc.failed:
