@@ -24,9 +24,17 @@ from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.store import LocationKey, PartitionFile
 from croupier.transports.limiter import MemoryLimiter
 
-__all__ = ["FlushBatch", "FlushDone", "FlushJob", "FlushStats", "FlusherActor"]
+__all__ = ["FlushBatch", "FlushDone", "FlushGate", "FlushJob", "FlushStats", "FlusherActor"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class FlushGate:
+    """Shared by the jobs of one file: once one failed, the later ones are not written (they
+    would leave a gap in the file) and fail too. Touched only by the file's flusher thread."""
+
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,7 @@ class FlushJob:
     pieces: list[bytes | memoryview]
     nbytes: int
     owner: pykka.ActorRef[Any]
+    gate: FlushGate | None = None
 
 
 @dataclass(slots=True)
@@ -95,6 +104,8 @@ class FlusherActor(pykka.ThreadingActor):
         started = time.perf_counter()
         error: CroupierError | None = None
         try:
+            if job.gate is not None and job.gate.failed:
+                raise Unavailable(f"flush of {job.file.key.name} skipped: an earlier flush of it failed")
             job.file.write(job.pieces)
             self.stats.bytes_written += job.nbytes
             self.stats.writes += 1
@@ -104,6 +115,8 @@ class FlusherActor(pykka.ThreadingActor):
             error = Unavailable(f"flush of {job.file.key.name} failed: {exc}")
         if error is not None:
             log.error("disk %d: %s", self.disk, error)
+            if job.gate is not None:
+                job.gate.failed = True
         self.stats.busy_seconds += time.perf_counter() - started
         self._limiter.release(job.nbytes)
         return error

@@ -46,6 +46,7 @@ from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
     Command,
+    DirReport,
     LoseWorker,
     RegisterApp,
     RegisterShuffle,
@@ -53,6 +54,7 @@ from croupier.core.commands import (
     RevivePartition,
     Status,
     WorkerHeartbeat,
+    usable,
 )
 from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
@@ -182,6 +184,7 @@ class MasterActor(pykka.ThreadingActor):
         )
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
+        self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
@@ -408,8 +411,13 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, WorkerHeartbeat):
             score = load_score(command.disk_util, command.io_wait, command.pending_flush)
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
+        if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
+            self._worker_dirs[command.worker_id] = command.dirs
+        full = tuple(sorted(w for w, dirs in self._worker_dirs.items() if not usable(dirs)))
         if isinstance(command, RegisterShuffle):
-            return dataclasses.replace(command, loads=dict(self._worker_load))
+            return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
+        if isinstance(command, RevivePartition):
+            return dataclasses.replace(command, full=full)
         return command
 
     def _after(self, event: Event, now: float) -> None:
@@ -417,6 +425,7 @@ class MasterActor(pykka.ThreadingActor):
         match event:
             case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
                 self._pushed.pop(wid, None)  # a lost or restarted worker holds nothing in memory
+                self._worker_dirs.pop(wid, None)  # its next heartbeat reports its disks again
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
@@ -498,6 +507,7 @@ class MasterActor(pykka.ThreadingActor):
             writable=self._writable,
             worker_heartbeat_age={w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
             worker_load=dict(sorted(self._worker_load.items())),
+            worker_dirs=dict(sorted(self._worker_dirs.items())),
         )
 
 

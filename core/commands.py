@@ -48,6 +48,8 @@ MAX_PARTITIONS = 1_000_000
 MAX_MAPPERS = 10_000_000
 MAX_PARTITIONS_PER_CALL = 10_000  # GetLocationsBatch
 MAX_HELD = 1_000  # WorkerHeartbeat.held: (app, shuffle) keys asked about per heartbeat
+MAX_DIRS = 256  # WorkerHeartbeat.dirs: data directories reported per heartbeat
+DirReport = tuple[str, int, int, int, bool]  # path, free, total, reserve (bytes), healthy
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,9 @@ class WorkerHeartbeat(Command):
     ``pushed``: ``(app, shuffle, bytes)`` pushed to this worker as primary for shuffles it
     has not committed (the largest ``MAX_HELD``); the master sums them into the tenants'
     bytes in flight (``croupier.core.quotas``). None: not reported (older workers).
+    ``dirs``: per data directory ``(path, free, total, reserve, healthy)``; a worker none of
+    whose directories is healthy with ``free >= reserve`` gets no new slots. None: not
+    reported (every directory counts as usable).
     """
 
     TYPE = MsgType.WORKER_HEARTBEAT
@@ -117,9 +122,12 @@ class WorkerHeartbeat(Command):
     pending_flush: float = 0.0
     held: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     pushed: tuple[tuple[str, int, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    dirs: tuple[DirReport, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        if self.dirs is not None:
+            _dirs(self.dirs)
         if self.pushed is not None:
             if len(self.pushed) > MAX_HELD:
                 raise BadRequest(f"pushed lists at most {MAX_HELD} shuffles, got {len(self.pushed)}")
@@ -137,6 +145,22 @@ class WorkerHeartbeat(Command):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise BadRequest(f"{name} must be in [0, 1], got {value}")
+
+
+def _dirs(dirs: tuple[DirReport, ...]) -> None:
+    if len(dirs) > MAX_DIRS:
+        raise BadRequest(f"dirs lists at most {MAX_DIRS} directories, got {len(dirs)}")
+    for path, free, total, reserve, _ in dirs:
+        if len(path) > 4096:
+            raise BadRequest("a directory path is longer than 4096 characters")
+        for name, value in (("free", free), ("total", total), ("reserve", reserve)):
+            int_id(name, value, 2**62)
+
+
+def usable(dirs: tuple[DirReport, ...] | None) -> bool:
+    """Whether a worker reporting ``dirs`` may get new slots: some directory is healthy with
+    free space at or above its reserve (a worker that reports none counts as usable)."""
+    return dirs is None or any(healthy and free >= reserve for _, free, _, reserve, healthy in dirs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +252,8 @@ class RegisterShuffle(Command):
     ``request_id`` is the client's id for this call (an id like an app id), reused on
     retries: the master logs it with the shuffle and answers a repeat with that shuffle.
     ``loads`` is filled in by the master from heartbeats (worker -> score in
-    [0, 1]); a client's value is ignored.
+    [0, 1]); a client's value is ignored. So is ``full``: the workers whose last heartbeat
+    reported no usable directory (they get no slots).
     """
 
     TYPE = MsgType.REGISTER_SHUFFLE
@@ -239,6 +264,7 @@ class RegisterShuffle(Command):
     shuffle_id: int | None = None
     loads: dict[str, float] | None = None
     request_id: str | None = None
+    full: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         app_id(self.app_id)
@@ -257,7 +283,8 @@ class RevivePartition(Command):
     """Ask for a new location because ``epoch``'s location failed.
 
     Idempotent: if the partition is already past ``epoch``, the current
-    location is returned and nothing is logged.
+    location is returned and nothing is logged. ``full`` is filled in by the master, as
+    for ``RegisterShuffle``.
     """
 
     TYPE = MsgType.REVIVE_PARTITION
@@ -267,6 +294,7 @@ class RevivePartition(Command):
     epoch: int
     reason: str = "push failed"
     failed_workers: tuple[str, ...] = ()
+    full: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         _shuffle(self)

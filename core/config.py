@@ -146,6 +146,10 @@ class WorkerConfig:
             written. 0 turns the tier off.
         memory_tier_fraction: the most the memory tier holds, as a fraction of
             ``memory_cap``; its bytes count against the cap as held state. 0 turns it off.
+        disk_reserve: free bytes each data directory keeps: below it a directory gets no
+            new locations, and a worker with no directory above it gets no new slots
+            (``--disk-reserve``). None: the smaller of 5 GiB and 10 % of the directory's
+            filesystem.
     """
 
     heartbeat_interval: float = 10.0
@@ -164,6 +168,7 @@ class WorkerConfig:
     split_threshold: int = 1024**3
     memory_tier_max: int = 1024**2
     memory_tier_fraction: float = 0.1
+    disk_reserve: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

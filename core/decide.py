@@ -402,7 +402,9 @@ def _register_shuffle(state: MasterState, cmd: RegisterShuffle, now: float, rng:
         sid = state.apps[cmd.app_id].next_shuffle_id
         while state.shuffle(cmd.app_id, sid) is not None:
             sid += 1
-    pairs = place(candidates(state), cmd.num_partitions, cmd.replicate, rng, loads=cmd.loads)
+    pairs = place(
+        candidates(state, frozenset(cmd.full or ())), cmd.num_partitions, cmd.replicate, rng, loads=cmd.loads
+    )
     # the incarnations placed on: a worker restarted before the commit lost these copies' memory
     incarnations = _incarnations(state, {w for pair in pairs for w in pair if w is not None})
     event = ShuffleRegistered(
@@ -444,7 +446,7 @@ def _revive(state: MasterState, cmd: RevivePartition, now: float, rng: random.Ra
     if cmd.epoch > current.epoch:
         raise BadRequest(f"epoch {cmd.epoch} is newer than the current epoch {current.epoch}")
     if cmd.epoch == current.epoch:
-        avoid = frozenset(cmd.failed_workers)
+        avoid = frozenset(cmd.failed_workers) | frozenset(cmd.full or ())
         pairs = place(candidates(state, avoid), 1, info.replicate, rng)
         primary, replica = pairs[0]
         incarnations = _incarnations(state, {w for w in (primary, replica) if w is not None})

@@ -112,8 +112,9 @@ class Congested(CroupierError):
 
 class HardSplit(CroupierError):
     """A worker refuses a PUSH whole (nothing of it stored): the named locations take no
-    more data (the worker is decommissioning, or their disk is past its reserve).
-    ``details``: ``{"partitions": [[partition, epoch], ...], "reason": str}``."""
+    more data (the worker is decommissioning, their disk is past its reserve, or their disks
+    failed or filled). Revive the partitions and resend there.
+    ``details``: ``{"partitions": [[partition, epoch], ...], "reason": str}`` (from a split)."""
 
     code = "HARD_SPLIT"
     status = 4

@@ -361,6 +361,10 @@ class MasterInfo:
     writable: bool | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     worker_heartbeat_age: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     worker_load: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    # per worker, its last heartbeat's dirs: [path, free, total, reserve, healthy] each
+    worker_dirs: dict[str, tuple[tuple[str, int, int, int, bool], ...]] | None = field(
+        default=None, metadata=OMITTED_WHEN_NONE
+    )
     leader: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers_error: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)

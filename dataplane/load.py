@@ -10,18 +10,28 @@
 
 Both are clamped to [0, 1]. The first ``sample`` covers the time since the sampler
 was made.
+
+``DiskRoom``: each data directory's free space, reserve and health (issue 15), read at most
+every ``ttl`` seconds, for heartbeats and for the push handler. It says whether the disks
+are *ample*: every directory healthy and one of them able to take the worker's whole memory
+budget above its reserve. While they are, a flush that fails on one directory can always be
+moved to another, so a push that carries seals is answered from memory; otherwise it is
+answered only once its locations are flushed (``PushHandler``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LoadSampler"]
+from croupier.storage.store import DirState
+
+__all__ = ["DiskRoom", "LoadSampler"]
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +126,45 @@ class LoadSampler:
         if now.cpu is not None and last.cpu is not None and now.cpu[1] > last.cpu[1]:
             io_wait = _clamp((now.cpu[0] - last.cpu[0]) / (now.cpu[1] - last.cpu[1]))
         return disk, io_wait
+
+
+class DiskRoom:
+    """Parameters:
+    states: reads each directory's ``DirState`` (``PartitionStore.dir_states``).
+    memory_cap: the worker's memory budget (``--memory``).
+    ttl: seconds a reading is reused.
+    clock: monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        states: Callable[[], list[DirState]],
+        memory_cap: int,
+        *,
+        ttl: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._states = states
+        self._cap = memory_cap
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._read_at: float | None = None
+        self._last: list[DirState] = []
+
+    def states(self) -> list[DirState]:
+        """The directories' states, read again when the last reading is older than ``ttl``."""
+        with self._lock:
+            now = self._clock()
+            if self._read_at is None or now - self._read_at >= self._ttl:
+                self._last, self._read_at = self._states(), now
+            return self._last
+
+    def ample(self) -> bool:
+        """Every directory healthy, and one with the whole memory budget free above its reserve."""
+        states = self.states()
+        return all(st.healthy for st in states) and any(st.free - st.reserve >= self._cap for st in states)
+
+    def usable(self) -> bool:
+        """Whether some directory may get new locations (healthy, free at or above its reserve)."""
+        return any(st.usable for st in self.states())

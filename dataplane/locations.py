@@ -23,7 +23,15 @@ from typing import Any
 
 import pykka
 
-from croupier.actors.partition_actor import Append, Batches, Drop, PartitionActor, shard_of
+from croupier.actors.partition_actor import (
+    Append,
+    Batches,
+    Drop,
+    LostPairs,
+    PartitionActor,
+    SyncJoin,
+    shard_of,
+)
 from croupier.core.errors import Congested, StaleLocation
 from croupier.storage.store import LocationKey
 from croupier.transports.limiter import LOCATION_BYTES, MemoryLimiter
@@ -110,9 +118,16 @@ class Locations:
         assert self._start is not None, "the worker is not started"
         return self._start()
 
-    def deliver(self, groups: list[tuple[LocationKey, Batches, int]]) -> list[LocationKey]:
+    def deliver(
+        self,
+        groups: list[tuple[LocationKey, Batches, int]],
+        *,
+        synced: Callable[[LostPairs], None] | None = None,
+    ) -> list[LocationKey]:
         """Tell each owner its locations' batches, in one ``Append``; returns the locations
-        destroyed since they were admitted (nobody will read them: their bytes go back)."""
+        destroyed since they were admitted (nobody will read them: their bytes go back).
+        ``synced``: called with the lost ``(map, partition)`` pairs once the delivered
+        locations are flushed (``PartitionActor``)."""
         unwanted: list[LocationKey] = []
         with self._lock:  # ordered against the Drop of ``remove``
             owners: dict[Owner, list[tuple[LocationKey, Batches, int]]] = {}
@@ -122,8 +137,9 @@ class Locations:
                     unwanted.append(group[0])
                 else:
                     owners.setdefault(owner, []).append(group)
+            join = None if synced is None else SyncJoin(sum(len(m) for m in owners.values()), synced)
             for owner, mine in owners.items():
-                owner.tell(Append(mine))
+                owner.tell(Append(mine, join))
         return unwanted
 
     def of_shuffle(self, app_id: str, shuffle_id: int, *, seal: bool) -> dict[Owner, list[LocationKey]]:

@@ -15,17 +15,29 @@ replication, DESIGN §7). A PUSH whose locations reached the split threshold is 
 as any other, and its OK reply names them: ``{"soft_split": [[partition, epoch], ...]}``
 (PROTOCOL §5.2); otherwise the reply is ``{}``.
 
+Disk failures (issue 15): a request naming a location that failed here (``Failures``: no
+dir took its data) is refused before anything is taken: ``DATA_LOST`` naming the
+``(map, partition)`` pairs when a map of the request had batches there that were lost, else
+``HARD_SPLIT``. A request that carries seals is answered only once its batches are on disk
+here (and, for a PUSH with a replica, once the replica answered), unless the disks are
+ample (``DiskRoom``: a failed flush can then always move to another directory): if this copy lost some of
+the sealing maps' batches and the other copy does not hold them either, ``DATA_LOST``.
+
 No state of its own. ``on_push`` runs on the push server thread, ``on_replicate`` on the
 replicate server thread, and the replica's answer on the replicator's thread.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
+from croupier.actors.partition_actor import Failures, LostPairs
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate
 from croupier.core.enums import CopyRole
-from croupier.core.errors import BadRequest, Congested, CroupierError, HardSplit, Unavailable
+from croupier.core.errors import BadRequest, Congested, CroupierError, DataLostError, HardSplit, Unavailable
 from croupier.core.wire import MsgType
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
@@ -100,6 +112,9 @@ class PushHandler:
     secret: the cluster secret: batch digests are checked keyed by each app's key, derived from
         it (cached per app, bounded); None (a worker built without one) checks them unkeyed.
     split: when a PUSH is split soft or hard (None: never).
+    failures: the worker's failed locations (written by its partition actors).
+    ample: whether the disks are ample (``DiskRoom``): then seals are answered from memory
+        (None: never; every push with seals waits for its flush).
     """
 
     def __init__(
@@ -114,8 +129,12 @@ class PushHandler:
         throttle: AppThrottle | None = None,
         secret: ClusterSecret | None = None,
         split: SplitPolicy | None = None,
+        failures: Failures | None = None,
+        ample: Callable[[], bool] | None = None,
     ) -> None:
         self._split = split
+        self._failures = failures if failures is not None else Failures()
+        self._ample = ample
         self._pushed = pushed
         self._identity = identity
         self._locations = locations
@@ -141,23 +160,27 @@ class PushHandler:
             self._throttle.check(push.app_id)
         self._check_hard(push)
         verify_digests(batches, self._app_keys.get(push.app_id))
-        self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total)
+        self._check_failed(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches)
+        answer = (
+            _SealAnswer(responder, self._identity.worker_id, push.replica) if self._sync(batches) else None
+        )
+        self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total, answer)
         if self._pushed is not None:
             self._pushed.add(push.app_id, push.shuffle_id, total)
         if self._throttle is not None:
             self._throttle.record(push.app_id, total)
         reply = self._soft_split(push.app_id, push.shuffle_id, batches)
         if push.replica is None:
-            responder.ok(reply)
+            if answer is None:
+                responder.ok(reply)
+            else:
+                answer.body(reply)
             return
         body = to_json(Replicate(push.app_id, push.shuffle_id, push.replica.incarnation, push.batches))
-        self._replicator.send(
-            push.replica.url,
-            MsgType.REPLICATE,
-            body,
-            request.payloads,
-            _answer(push.replica, responder, reply),
-        )
+        if answer is not None:
+            answer.body(reply)
+        done = answer.replicated if answer is not None else _answer(push.replica, responder, reply)
+        self._replicator.send(push.replica.url, MsgType.REPLICATE, body, request.payloads, done)
 
     def _check_hard(self, push: Push) -> None:
         """Refuse the whole PUSH if a location of it must take no more data.
@@ -194,10 +217,51 @@ class PushHandler:
         self._identity.check(rep.incarnation)
         self._reservations.check_replicate(rep.app_id, rep.shuffle_id, rep.batches)
         verify_digests(batches, self._app_keys.get(rep.app_id))
-        self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total)
-        responder.ok({})
+        self._check_failed(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches)
+        answer = _SealAnswer(responder, self._identity.worker_id, None) if self._sync(batches) else None
+        self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total, answer)
+        if answer is None:
+            responder.ok({})
+        else:
+            answer.body({})
 
-    def _accept(self, app_id: str, shuffle_id: int, role: str, batches: Parsed, total: int) -> None:
+    def _sync(self, batches: Parsed) -> bool:
+        """Whether this request is answered only once it is on disk: it carries seals, and the
+        disks are not ample."""
+        return _seals(batches) and (self._ample is None or not self._ample())
+
+    def _check_failed(self, app_id: str, shuffle_id: int, role: str, batches: Parsed) -> None:
+        """Refuse a request naming a failed location: DATA_LOST if it lost batches of the
+        request's maps, else HARD_SPLIT."""
+        if not len(self._failures):
+            return
+        failed: set[int] = set()
+        pairs: set[tuple[int, int]] = set()
+        for (partition, epoch), header, _, _ in batches:
+            lost = self._failures.lost(LocationKey(app_id, shuffle_id, partition, epoch, role))
+            if lost is not None:
+                failed.add(partition)
+                if (header.map_id, header.attempt_id) in lost:
+                    pairs.add((header.map_id, partition))
+        where = f"worker {self._identity.worker_id} ({role})"
+        if pairs:
+            raise _lost(sorted(pairs), self._identity.worker_id, f"{where}: the disk failed")
+        if failed:
+            raise HardSplit(
+                f"{where}: partitions {sorted(failed)} of shuffle {app_id}/{shuffle_id} take no more"
+                " data here (no disk with room or health is left): revive them",
+                {"partitions": sorted(failed), "failed_worker": self._identity.worker_id},
+            )
+
+    def _accept(
+        self,
+        app_id: str,
+        shuffle_id: int,
+        role: str,
+        batches: Parsed,
+        total: int,
+        answer: _SealAnswer | None = None,
+    ) -> None:
         groups: dict[LocationKey, list[tuple[BatchHeader, memoryview, memoryview]]] = {}
         sizes: dict[LocationKey, int] = {}
         seals = 0
@@ -213,7 +277,10 @@ class PushHandler:
                 f"worker {self._identity.worker_id} holds {self._limiter.used} of {self._limiter.cap}"
                 f" bytes ({self._limiter.held} in the state of its locations); retry later"
             )
-        unwanted = self._locations.deliver([(key, items, sizes[key]) for key, items in groups.items()])
+        synced = answer.synced if answer is not None else None
+        unwanted = self._locations.deliver(
+            [(key, items, sizes[key]) for key, items in groups.items()], synced=synced
+        )
         if unwanted:
             self._limiter.release(
                 sum(sizes[key] for key in unwanted),
@@ -241,3 +308,65 @@ def _answer(replica: ReplicaTarget, responder: Responder, ok: dict[str, object])
             )
 
     return replicated
+
+
+def _seals(batches: Parsed) -> bool:
+    return any(header.flags & FLAG_SEAL for _, header, _, _ in batches)
+
+
+def _lost(pairs: LostPairs, worker_id: str, context: str) -> DataLostError:
+    return DataLostError.of(
+        sorted({p for _, p in pairs}), [worker_id], context, maps=[list(x) for x in pairs]
+    )
+
+
+class _SealAnswer:
+    """Answers a request that carries seals once this copy is on disk (``synced``) and, for a
+    PUSH with a replica, the replica answered (``replicated``): any thread, in any order.
+
+    The data is safe when either copy holds all of it: ``DATA_LOST`` only when this copy lost
+    some and the replica did not answer OK (it also waited for its disk)."""
+
+    def __init__(self, responder: Responder, worker_id: str, replica: ReplicaTarget | None) -> None:
+        self._responder = responder
+        self._worker_id = worker_id
+        self._replica = replica
+        self._lock = threading.Lock()
+        self._left = (1 if replica is None else 2) + 1  # and the OK body, known once stored
+        self._lost: LostPairs = []
+        self._error: CroupierError | None = None
+        self._ok: dict[str, object] = {}
+
+    def synced(self, lost: LostPairs) -> None:
+        with self._lock:
+            self._lost = lost
+        self._one_done()
+
+    def replicated(self, reply: Reply | None, error: CroupierError | None) -> None:
+        with self._lock:
+            self._error = error
+        self._one_done()
+
+    def body(self, ok: dict[str, object]) -> None:
+        """The OK reply's body (a soft split's names), once the request is stored."""
+        with self._lock:
+            self._ok = ok
+        self._one_done()
+
+    def _one_done(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = not self._left
+        if last:
+            self._finish()
+
+    def _finish(self) -> None:
+        if self._lost and (self._replica is None or self._error is not None):
+            self._responder.error(
+                _lost(self._lost, self._worker_id, f"worker {self._worker_id}: the disk failed")
+            )
+        elif self._error is not None and not (isinstance(self._error, DataLostError) and self._replica):
+            assert self._replica is not None
+            _answer(self._replica, self._responder, self._ok)(None, self._error)
+        else:
+            self._responder.ok(self._ok)  # a replica that lost data it also holds here is not a loss

@@ -1,7 +1,8 @@
 """``Registration``: a worker's registration with the master, then its heartbeats.
 
 One thread (``worker-heartbeat``) registers until the master accepts, then sends a
-heartbeat at once and every ``interval`` after, with the load just sampled and a page
+heartbeat at once and every ``interval`` after, with the load just sampled, each data
+directory's free space, reserve and health (issue 15), and a page
 of the shuffles this worker holds; the ones the master answers it does not know go to
 the ``OrphanSweep`` (so a worker reconciles as soon as it starts, and at every beat).
 A master that no longer knows this incarnation (it restarted without this worker, or
@@ -20,11 +21,12 @@ import threading
 from collections.abc import Callable
 
 from croupier.core.codec import from_json
-from croupier.core.commands import RegisterWorker, WorkerHeartbeat
+from croupier.core.commands import MAX_DIRS, RegisterWorker, WorkerHeartbeat
 from croupier.core.errors import CroupierError, UnknownWorker
 from croupier.core.replies import WorkerHeartbeatReply
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.pushed import PushedBytes
+from croupier.storage.store import DirState
 from croupier.transports.master_client import MasterClient
 
 __all__ = ["Registration"]
@@ -44,6 +46,8 @@ class Registration:
     orphans: what to ask the master about with each beat (None: nothing).
     pushed: the bytes in flight per shuffle, reported with each beat (None: not reported).
     on_status: called with the status of every heartbeat reply (decommissioning, drained).
+    dirs: each data directory's free space, reserve and health, reported with each beat
+        (None: not reported).
     """
 
     def __init__(
@@ -57,9 +61,11 @@ class Registration:
         orphans: OrphanSweep | None = None,
         pushed: PushedBytes | None = None,
         on_status: Callable[[str], None] | None = None,
+        dirs: Callable[[], list[DirState]] | None = None,
     ) -> None:
         self._on_status = on_status
         self._pushed = pushed
+        self._dirs = dirs
         self._master = master
         self._register = register
         self._interval = interval
@@ -102,6 +108,11 @@ class Registration:
                 log.warning("master unreachable: %s", exc)
             self._stopping.wait(self._interval if self._registered.is_set() else _RETRY_S)
 
+    def _dir_reports(self) -> tuple[tuple[str, int, int, int, bool], ...] | None:
+        if self._dirs is None:
+            return None
+        return tuple((d.path, d.free, d.total, d.reserve, d.healthy) for d in self._dirs()[:MAX_DIRS])
+
     def _beat(self) -> None:
         disk_util, io_wait = self._sample_load()
         self.load = {"disk_util": round(disk_util, 3), "io_wait": round(io_wait, 3)}
@@ -115,6 +126,7 @@ class Registration:
                 pending_flush=min(1.0, self._pending_flush()),
                 held=held,
                 pushed=self._pushed.report() if self._pushed is not None else None,
+                dirs=self._dir_reports(),
             )
         )
         if self._on_status is None and not (self._orphans is not None and held):

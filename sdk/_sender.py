@@ -17,7 +17,7 @@ large messages and an idle one gets no added latency.
 
 Failures (DESIGN §7):
     ``CONGESTED``      resend the same message after an exponential back-off.
-    ``STALE_LOCATION``, ``TIMEOUT``, ``UNAVAILABLE``:
+    ``STALE_LOCATION``, ``TIMEOUT``, ``UNAVAILABLE``, ``HARD_SPLIT``:
                        revive every partition of the message (unless someone
                        already moved it past the failed epoch) and resend its
                        batches, same ids, to the new location.

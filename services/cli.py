@@ -285,6 +285,9 @@ def cmd_admin(args: argparse.Namespace) -> int:
         ),
     }[args.action]
     table = [to_json(row) for row in rows]
+    if args.action == "workers":
+        _add_dirs(table, status)
+        columns = [*columns, "dirs"]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
 
@@ -313,6 +316,22 @@ def _follow_drain(client: MasterClient, worker_id: str, reply: DecommissionReply
     out = {"worker_id": worker_id, "status": status, "drained": ok}
     print(json.dumps(out) if json_out else f"decommission {worker_id}: {status}", flush=True)
     return 0 if ok else 1
+
+
+def _add_dirs(table: list[dict[str, Any]], status: StatusReply) -> None:
+    """Each worker row's ``dirs``: its data directories' free space and health, from its last
+    heartbeat (``path free/total MiB ok|low|failed``, ``low``: free below the reserve)."""
+    reported = (status.master.worker_dirs if status.master is not None else None) or {}
+    for row in table:
+        dirs = reported.get(row["worker_id"])
+        if dirs is None:
+            row["dirs"] = "?"
+            continue
+        shown = []
+        for path, free, total, reserve, healthy in dirs:
+            health = "failed" if not healthy else "low" if free < reserve else "ok"
+            shown.append(f"{path} {free // 1024**2}/{total // 1024**2}MiB {health}")
+        row["dirs"] = "; ".join(shown)
 
 
 def _tenants_text(rows: list[dict[str, Any]]) -> str:
@@ -363,6 +382,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         split_threshold=parse_size(args.split_threshold),
         memory_tier_max=parse_size(args.memory_tier_max),
         memory_tier_fraction=args.memory_tier_fraction,
+        disk_reserve=None if args.disk_reserve in (None, "auto") else parse_size(args.disk_reserve),
     )
 
 
@@ -648,6 +668,12 @@ def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
         help="z-score against the other apps' push rates an app must exceed to be throttled",
     )
     w.add_argument("--no-throttle", action="store_true", help="turn abnormal-app throttling off")
+    w.add_argument(
+        "--disk-reserve",
+        default="auto",
+        help="free bytes each data directory keeps; below it the directory gets no new locations"
+        " (auto: the smaller of 5GiB and 10%% of its filesystem)",
+    )
 
 
 def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:

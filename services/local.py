@@ -102,6 +102,7 @@ class LocalCluster(Service):
         subprocesses (as ``croupier local`` runs them), off in-process (library tests).
     secret_file: the secret to use; default ``$CROUPIER_SECRET_FILE``, else ``<base_dir>/secret``
         (created). Every master and worker started here gets it (``--secret-file``).
+    disks: data directories per worker (``<base_dir>/worker<i>/disk<d>``).
     """
 
     def __init__(
@@ -120,8 +121,10 @@ class LocalCluster(Service):
         curve: bool = False,
         secure: bool | None = None,
         secret_file: str | os.PathLike[str] | None = None,
+        disks: int = 1,
     ) -> None:
         self.num_workers = workers
+        self.disks = disks
         self.ha = ha
         self.num_masters = masters if ha else 1
         self.session_timeout = session_timeout
@@ -303,7 +306,7 @@ class LocalCluster(Service):
         return self._worker_dirs(i)
 
     def _worker_dirs(self, i: int) -> list[Path]:
-        return [self.base_dir / f"worker{i}" / "disk0"]
+        return [self.base_dir / f"worker{i}" / f"disk{d}" for d in range(self.disks)]
 
     def _worker(self, i: int) -> WorkerService:
         return WorkerService(
@@ -342,6 +345,11 @@ class LocalCluster(Service):
                 str(self.worker_config.throttle_z),
                 "--split-threshold",
                 str(self.worker_config.split_threshold),
+                *(
+                    ["--disk-reserve", str(self.worker_config.disk_reserve)]
+                    if self.worker_config.disk_reserve is not None
+                    else []
+                ),
                 *self._curve_flags(),
                 *self._secret_flags(),
                 *self._worker_args,

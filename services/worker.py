@@ -33,7 +33,7 @@ from typing import Any, Self
 import pykka
 
 from croupier.actors.flusher import FlusherActor, FlushStats
-from croupier.actors.partition_actor import PartitionActor
+from croupier.actors.partition_actor import Failures, PartitionActor
 from croupier.core.commands import RegisterWorker
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
@@ -42,7 +42,7 @@ from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
-from croupier.dataplane.load import LoadSampler
+from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
@@ -121,6 +121,7 @@ class WorkerService(Service):
         self.tier = MemoryTier(
             cfg.memory_tier_max, int(cfg.memory_cap * max(0.0, cfg.memory_tier_fraction)), self.limiter
         )
+        self._failures = Failures()  # locations whose disks failed (issue 15)
         self._reservations = Reservations(Identity(self.worker_id, self.incarnation), limiter=self.limiter)
         self._pushed = PushedBytes()  # bytes in flight per shuffle, for the tenants' quotas
         # soft and hard splits; hooks (a disk past its reserve) go in with ``split.add_hard``
@@ -130,6 +131,7 @@ class WorkerService(Service):
         self._on_disk: set[tuple[str, int]] = set()
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
+        self._room: DiskRoom | None = None
         self._replicator: AsyncRpcClient | None = None
         self._fetch: FetchHandler | None = None
         self._control: ControlHandler | None = None
@@ -209,6 +211,8 @@ class WorkerService(Service):
             throttle=self.throttle,
             secret=self._secret,
             split=self.split,
+            failures=self._failures,
+            ample=self._room.ample if self._room is not None else None,
         )
 
     def _fetch_and_control(
@@ -231,8 +235,9 @@ class WorkerService(Service):
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
         store = self.store = self._given_store or DiskPartitionStore(
-            self.dirs, fsync=self.config.commit_fsync
+            self.dirs, fsync=self.config.commit_fsync, reserve=self.config.disk_reserve
         )
+        self._room = DiskRoom(store.dir_states, self.config.memory_cap)
         committed = store.scan()
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
@@ -253,6 +258,7 @@ class WorkerService(Service):
             self.limiter,
             flush_bytes=self.config.flush_threshold,
             chunk_size=self.config.chunk_size,
+            failures=self._failures,
         )
 
     def _serve(self, name: str, handler: Handler, *types: MsgType) -> None:
@@ -300,6 +306,7 @@ class WorkerService(Service):
             orphans=orphans,
             pushed=self._pushed,
             on_status=self._on_status,
+            dirs=self._room.states if self._room is not None else None,
         )
 
     def _on_status(self, status: str) -> None:

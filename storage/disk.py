@@ -64,6 +64,23 @@ retries, so running out of descriptors never fails a write while any can be
 freed. Short-lived descriptors for index files and directory fsyncs at commit
 are opened the same way but are not kept.
 
+Free space and health (issue 15)
+--------------------------------
+
+Each dir has a **reserve** (``reserve`` bytes, default the smaller of 5 GiB and 10 % of
+its filesystem) and a health: a dir whose write fails with anything but ``ENOSPC``/``EDQUOT``
+is marked failed for the life of the store. A dir is *usable* when it is healthy and its
+free bytes (``statvfs``) are at least its reserve. ``create`` puts a location on its hashed
+dir if that one is usable, else on the usable dir with the most free space, else on the
+healthy dir with the most free space; with no healthy dir it raises ``Unavailable``.
+Data writes never take a dir below half its reserve (that *headroom* is left to the index
+files that commits write): such a write fails as ``ENOSPC`` would.
+A write (or commit) that fails is undone and retried on another healthy dir of the store:
+the bytes already written are copied there, then the call is written again, and the old
+file is deleted. Only when no healthy dir takes it does the call raise (``Unavailable``,
+``details.no_space`` true when the failures were ``ENOSPC``). ``dir_states`` reports each
+dir's free bytes, reserve and health for heartbeats.
+
 Uncommitted ``.data`` files left by a crash stay on disk (``scan`` ignores
 them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
 """
@@ -91,13 +108,21 @@ from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable
 from croupier.storage.store import (
     ChunkIndex,
     CommittedFile,
+    DirState,
     LocationKey,
     check_range,
     check_scope,
     disk_for,
 )
 
-__all__ = ["INDEX_VERSION", "DiskPartitionFile", "DiskPartitionStore", "decode_index", "encode_index"]
+__all__ = [
+    "INDEX_VERSION",
+    "DiskPartitionFile",
+    "DiskPartitionStore",
+    "decode_index",
+    "default_reserve",
+    "encode_index",
+]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +134,11 @@ _FILE_RE = re.compile(
     r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)-(" + "|".join(CopyRole) + r")(\.data|\.index|\.index\.tmp)"
 )
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
+
+RESERVE_MAX = 5 * 1024**3  # the default reserve: the smaller of this and RESERVE_SHARE of the disk
+RESERVE_SHARE = 0.10
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_COPY_STEP = 1024 * 1024
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
@@ -128,6 +158,50 @@ _IOV_MAX = _iov_max()
 def _os_error(action: str, path: Path | str, exc: OSError) -> Unavailable:
     code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return Unavailable(f"cannot {action} {path}: [{code}] {exc.strerror or exc}")
+
+
+def default_reserve(total: int) -> int:
+    """The default reserve of a filesystem of ``total`` bytes: min(5 GiB, 10 % of it)."""
+    return min(RESERVE_MAX, int(total * RESERVE_SHARE))
+
+
+def _headroom(reserve: int) -> int:
+    """Free bytes data writes leave to commits (index files): half the reserve."""
+    return reserve // 2
+
+
+class _SourceError(Exception):
+    """Reading the bytes to move failed: the old dir's fault, not the new one's."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+def _copy_prefix(src: Path, dst: Path, size: int) -> None:
+    """Write the first ``size`` bytes of ``src`` to a new ``dst`` (OSError: the writing failed;
+    ``_SourceError``: the reading did)."""
+    try:
+        fin = open(src, "rb")  # noqa: SIM115 - closed below; errors must be told apart
+    except FileNotFoundError:
+        if size:
+            raise _SourceError(OSError(errno.ENOENT, f"{src} is gone")) from None
+        fin = None
+    try:
+        with open(dst, "wb") as fout:
+            left = size
+            while left:
+                try:
+                    chunk = fin.read(min(left, _COPY_STEP)) if fin is not None else b""
+                except OSError as exc:
+                    raise _SourceError(exc) from exc
+                if not chunk:
+                    raise _SourceError(OSError(errno.EIO, f"{src} ends {left} bytes early"))
+                fout.write(chunk)
+                left -= len(chunk)
+    finally:
+        if fin is not None:
+            fin.close()
 
 
 # -- the index file -------------------------------------------------------------------------------
@@ -368,22 +442,70 @@ class DiskPartitionFile:
 
     def write(self, pieces: Sequence[bytes | memoryview]) -> None:
         views, total = _byte_views(pieces)
-        fds = self._store._fds
         with self._lock:
             if self._state != "open":
                 raise Unavailable(f"cannot write to {self.data_path}: it is {self._state}")
             if not total:
                 return
+            tried: set[int] = set()
+            no_space = True
+            while True:
+                try:
+                    self._store._check_room(self.disk, total)
+                    self._write_here(list(views))  # a copy: a short write replaces its items
+                except OSError as exc:
+                    error = _os_error("write", self.data_path, exc)
+                    no_space = no_space and exc.errno in _NO_SPACE
+                    self._store._write_failed(self.disk, exc)
+                    tried.add(self.disk)
+                    if self._state != "open" or not self._move(tried, total):
+                        raise Unavailable(error.message, {"no_space": no_space}) from exc
+                    continue
+                self._size += total
+                return
+
+    def _write_here(self, views: list[bytes | memoryview]) -> None:
+        with self._store._fds.use(self._handle) as fd:
             try:
-                with fds.use(self._handle) as fd:
-                    try:
-                        _writev_all(fd, views)
-                    except OSError:
-                        self._undo(fd)
-                        raise
+                _writev_all(fd, views)
+            except OSError:
+                self._undo(fd)
+                raise
+
+    def _move(self, tried: set[int], need: int) -> bool:
+        """Copy what was written here to another healthy dir and go on there (file lock held).
+        False when no dir takes it (or the bytes here cannot be read back)."""
+        store = self._store
+        while True:
+            disk = store._choose(self.key, tried, self._size + need, strict=True)
+            if disk is None:
+                return False
+            tried.add(disk)
+            target: Path | None = None
+            try:
+                directory = store._make_dirs(disk, self.key)
+                target = directory / (self.key.name + DATA_SUFFIX)
+                _copy_prefix(self.data_path, target, self._size)
+            except _SourceError as exc:
+                log.error("cannot move %s: reading it failed: %s", self.data_path, exc)
+                if target is not None:
+                    target.unlink(missing_ok=True)
+                return False
             except OSError as exc:
-                raise _os_error("write", self.data_path, exc) from exc
-            self._size += total
+                store._write_failed(disk, exc)
+                if target is not None:
+                    with contextlib.suppress(OSError):
+                        target.unlink(missing_ok=True)
+                continue
+            store._fds.discard(self._handle)
+            for old in (self.data_path, self.index_path):
+                with contextlib.suppress(OSError):
+                    old.unlink(missing_ok=True)
+            log.warning("moved %s (%d bytes) to %s after a failed write", self.data_path, self._size, target)
+            self.disk, self.data_path = disk, target
+            self.index_path = directory / (self.key.name + INDEX_SUFFIX)
+            self._handle = _Handle(target, _WRITE_FLAGS)
+            return True
 
     def _undo(self, fd: int) -> None:
         """Cut a partly written call off again, so that the caller may retry it."""
@@ -394,7 +516,6 @@ class DiskPartitionFile:
             self._state = "failed"
 
     def commit(self, index: ChunkIndex) -> CommittedFile:
-        fds = self._store._fds
         with self._lock:
             if self._state in ("failed", "closed"):
                 raise Unavailable(f"cannot commit {self.data_path}: it is {self._state}")
@@ -402,31 +523,46 @@ class DiskPartitionFile:
                 raise Conflict(f"cannot commit {self.data_path}: it is {self._state}")
             if index.size != self._size:
                 raise Conflict(f"index says {index.size} bytes, {self.data_path} holds {self._size}")
-            try:
-                # Opening creates the file if nothing was ever written.
-                durable = self._store.fsync
-                with fds.use(self._handle) as fd:
-                    if durable:
-                        os.fsync(fd)
-                fds.discard(self._handle)
-                raw = encode_index(self.key, index)
-                tmp = str(self.index_path.parent / (self.key.name + TMP_SUFFIX))
-                fd = fds.open_raw(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC)
+            tried: set[int] = set()
+            while True:
                 try:
-                    _writev_all(fd, [raw])
-                    if durable:
-                        os.fsync(fd)
-                finally:
-                    fds.close_raw(fd)
-                os.replace(tmp, self.index_path)
-                if durable:
-                    _fsync_dir(fds, self.index_path.parent)
-            except OSError as exc:
-                raise _os_error("commit", self.data_path, exc) from exc
+                    self._commit_here(index)
+                    break
+                except OSError as exc:
+                    error = _os_error("commit", self.data_path, exc)
+                    self._store._write_failed(self.disk, exc)
+                    tried.add(self.disk)
+                    if not self._move(tried, 0):
+                        raise error from exc
             self._state = "committed"
         done = CommittedFile(self.key, index)
         self._store._committed_file(self, done)
         return done
+
+    def _commit_here(self, index: ChunkIndex) -> None:
+        fds = self._store._fds
+        # Opening creates the file if nothing was ever written.
+        durable = self._store.fsync
+        with fds.use(self._handle) as fd:
+            if durable:
+                os.fsync(fd)
+        fds.discard(self._handle)
+        raw = encode_index(self.key, index)
+        tmp = self.index_path.parent / (self.key.name + TMP_SUFFIX)
+        fd = fds.open_raw(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC)
+        try:
+            try:
+                _writev_all(fd, [raw])
+                if durable:
+                    os.fsync(fd)
+            finally:
+                fds.close_raw(fd)
+            os.replace(tmp, self.index_path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        if durable:
+            _fsync_dir(fds, self.index_path.parent)
 
     def abort(self) -> None:
         with self._lock:
@@ -463,6 +599,7 @@ class DiskPartitionStore:
     Parameters:
         dirs: one directory per disk (created if missing); disk ``i`` is ``dirs[i]``.
         max_open_files: the bound on descriptors kept open for writers and readers.
+        reserve: free bytes each dir keeps (None: ``default_reserve`` of its filesystem).
 
     State:
         _dirs: absolute paths of the dirs.
@@ -471,6 +608,8 @@ class DiskPartitionStore:
         _committed: committed locations seen so far (committed here, found by
             ``scan``, or looked up on disk): ``key -> (file, disk)``.
         _readers: descriptor handles of committed files that were read.
+        _failed: per dir, why it is unhealthy (None: healthy), behind ``_dir_lock``
+            (taken alone, from a file's lock or the store's).
         _lock: guards the dicts and ``_closed``. Lock order: store, then a
             file's lock, then the LRU's; a file never takes the store lock while
             holding its own.
@@ -481,8 +620,15 @@ class DiskPartitionStore:
     """
 
     def __init__(
-        self, dirs: Sequence[str | os.PathLike[str]], *, max_open_files: int = 512, fsync: bool = True
+        self,
+        dirs: Sequence[str | os.PathLike[str]],
+        *,
+        max_open_files: int = 512,
+        fsync: bool = True,
+        reserve: int | None = None,
     ) -> None:
+        if reserve is not None and reserve < 0:
+            raise ValueError(f"reserve must not be negative, not {reserve}")
         if max_open_files < 1:
             raise ValueError(f"max_open_files must be positive, not {max_open_files}")
         paths = [Path(os.path.abspath(d)) for d in dirs]
@@ -497,6 +643,9 @@ class DiskPartitionStore:
                 raise _os_error("create the storage directory", p, exc) from exc
         self._dirs = tuple(paths)
         self.fsync = fsync
+        self.reserve = reserve
+        self._failed: list[str | None] = [None] * len(paths)
+        self._dir_lock = threading.Lock()
         self._fds = _FdCache(max_open_files)
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
@@ -517,6 +666,62 @@ class DiskPartitionStore:
         """Descriptors the store holds right now (for tests and metrics)."""
         return self._fds.count
 
+    def dir_states(self) -> list[DirState]:
+        out = []
+        for i, d in enumerate(self._dirs):
+            try:
+                st = os.statvfs(d)
+                free, total, ok = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, True
+            except OSError:
+                free, total, ok = 0, 0, False
+            reserve = self.reserve if self.reserve is not None else default_reserve(total)
+            with self._dir_lock:
+                healthy = ok and self._failed[i] is None
+            out.append(DirState(str(d), free, total, reserve, healthy))
+        return out
+
+    def _choose(
+        self, key: LocationKey, exclude: set[int], need: int = 0, *, strict: bool = False
+    ) -> int | None:
+        """The dir for (more of) ``key``: its hashed dir if usable with ``need`` more bytes, else
+        the usable one with the most free space, else the healthy one with the most; None: none.
+        ``strict``: only dirs where ``need`` bytes leave the commit headroom free."""
+        states = self.dir_states()
+        healthy = [
+            i
+            for i, st in enumerate(states)
+            if st.healthy and i not in exclude and (not strict or st.free - need >= _headroom(st.reserve))
+        ]
+        if not healthy:
+            return None
+        roomy = [i for i in healthy if states[i].free - need >= states[i].reserve]
+        first = disk_for(key, len(self._dirs))
+        if first in roomy:
+            return first
+        return max(roomy or healthy, key=lambda i: (states[i].free, -i))
+
+    def _check_room(self, disk: int, nbytes: int) -> None:
+        """Raises ENOSPC when writing ``nbytes`` to ``disk`` would cut into the headroom kept for
+        commits (half the reserve: the index files of the locations there)."""
+        try:
+            st = os.statvfs(self._dirs[disk])
+        except OSError:
+            return  # the write itself will tell
+        free = st.f_bavail * st.f_frsize
+        reserve = self.reserve if self.reserve is not None else default_reserve(st.f_blocks * st.f_frsize)
+        if free - nbytes < _headroom(reserve):
+            raise OSError(errno.ENOSPC, f"{nbytes} bytes would leave less than the commit headroom free")
+
+    def _write_failed(self, disk: int, exc: OSError) -> None:
+        """A write to ``disk`` failed: anything but "no space" marks the dir unhealthy for good."""
+        if exc.errno in _NO_SPACE:
+            log.warning("%s is full: %s", self._dirs[disk], exc)
+            return
+        with self._dir_lock:
+            if self._failed[disk] is None:
+                self._failed[disk] = str(exc)
+                log.error("%s is marked unhealthy: a write failed: %s", self._dirs[disk], exc)
+
     def location_dir(self, disk: int, key: LocationKey) -> Path:
         """``<dirs[disk]>/<app_id>/<shuffle_id>``. Raises BadRequest for an invalid key."""
         key.validate()
@@ -531,7 +736,9 @@ class DiskPartitionStore:
                 raise Conflict(f"location {where} is already open")
             if self._lookup(key) is not None:
                 raise Conflict(f"location {where} is committed")
-            disk = disk_for(key, len(self._dirs))
+            disk = self._choose(key, set())
+            if disk is None:
+                raise Unavailable(f"cannot create {where}: no healthy directory is left", {"no_space": False})
             try:
                 # Files of an earlier life: uncommitted data, a damaged index, an unfinished index.
                 for i in range(len(self._dirs)):

@@ -45,6 +45,7 @@ from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable
 __all__ = [
     "ChunkIndex",
     "CommittedFile",
+    "DirState",
     "LocationKey",
     "MemoryBacking",
     "MemoryPartitionFile",
@@ -191,6 +192,30 @@ class CommittedFile:
     index: ChunkIndex
 
 
+@dataclass(frozen=True, slots=True)
+class DirState:
+    """One data directory's space and health, as a heartbeat reports it.
+
+    State:
+        path: the directory.
+        free: bytes free for this process (``statvfs`` ``f_bavail * f_frsize``).
+        total: the filesystem's size in bytes.
+        reserve: new locations avoid the dir while ``free < reserve``.
+        healthy: False once a write to it failed with anything but "no space".
+    """
+
+    path: str
+    free: int
+    total: int
+    reserve: int
+    healthy: bool
+
+    @property
+    def usable(self) -> bool:
+        """Healthy, with free space at or above the reserve: it may get new locations."""
+        return self.healthy and self.free >= self.reserve
+
+
 @runtime_checkable
 class PartitionFile(Protocol):
     """One open (not yet committed) location, written by one flusher.
@@ -243,6 +268,10 @@ class PartitionStore(Protocol):
 
     @property
     def num_disks(self) -> int: ...
+
+    def dir_states(self) -> list[DirState]:
+        """Each disk's free space, reserve and health, in disk order."""
+        ...
 
     def create(self, key: LocationKey) -> PartitionFile:
         """Open a new, empty location.
@@ -447,6 +476,10 @@ class MemoryPartitionStore:
     @property
     def num_disks(self) -> int:
         return self._num_disks
+
+    def dir_states(self) -> list[DirState]:
+        """Every pretend disk is healthy, with room to spare."""
+        return [DirState(f"memory:{i}", 2**40, 2**40, 0, True) for i in range(self._num_disks)]
 
     def create(self, key: LocationKey) -> MemoryPartitionFile:
         key.validate()

@@ -3,7 +3,9 @@
 State it owns: a master client (to find which worker holds a copy), the workers it
 paused and the timers that will continue them, and a random generator for where files
 are damaged. Everything runs in the caller's thread except the resume timers, whose
-only act is a SIGCONT.
+only act is a SIGCONT. ``disk-full`` writes a file taking all the free space of the
+target worker's directories (small filesystems, see ``croupier verify``); ``heal``
+deletes it.
 
 Usage::
 
@@ -18,14 +20,17 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
 import threading
 import time
+from pathlib import Path
 
-from croupier.core.commands import GetLocations, Status, encode_command
+from croupier.core.commands import GetLocations, Status, encode_command, usable
 from croupier.core.errors import CroupierError
-from croupier.core.replies import LocationsReply
+from croupier.core.replies import LocationsReply, StatusReply
 from croupier.services.local import LocalCluster
 from croupier.tools.verify_damage import damage_copy
 from croupier.tools.verify_faults import Fault
@@ -38,6 +43,7 @@ __all__ = ["Nemesis"]
 log = logging.getLogger(__name__)
 
 _WORKER_KINDS = ("kill", "restart", "pause")
+_FILLER = "nemesis-disk-full"  # not a name the store lists (DESIGN §10)
 
 
 class Nemesis:
@@ -62,6 +68,7 @@ class Nemesis:
         )
         self._held: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
+        self._fillers: list[Path] = []  # what disk-full wrote, deleted by heal
 
     def hold(self, fault: Fault, app_id: str, shuffle_id: int) -> None:
         """For ``during-commit``: freeze the target worker before the last map ends, so the
@@ -84,6 +91,8 @@ class Nemesis:
         if fault.kind.startswith("corrupt"):
             return self._corrupt(fault, app_id, shuffle_id)
         i = self._target(fault, app_id, shuffle_id)
+        if fault.kind == "disk-full":
+            return self._fill(i)
         if fault.kind == "pause":
             self._pause(i)
             return [f"SIGSTOP of worker {i} for {self._pause_for:g} s"]
@@ -98,6 +107,8 @@ class Nemesis:
         """Continue paused workers, start killed ones (and killed masters), and wait until
         every worker is registered again, so the next shuffle meets one fault only."""
         cluster = self._cluster
+        filled = bool(self._fillers)
+        self._unfill()
         for i, timer in list(self._timers.items()):
             timer.cancel()
             timer.join()
@@ -112,6 +123,19 @@ class Nemesis:
             if not cluster.master_running(i):
                 cluster.start_master(i)
         cluster.wait_for_workers(cluster.num_workers, timeout)
+        if filled:
+            self._wait_usable(timeout)
+
+    def _wait_usable(self, timeout: float) -> None:
+        """Wait until the master's view of every worker's disks (heartbeats) has room again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            master = self._master.request(Status(), StatusReply).master
+            reported = (master.worker_dirs if master is not None else None) or {}
+            if len(reported) >= self._cluster.num_workers and all(usable(d) for d in reported.values()):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("the master still sees a full disk after the fillers went")
 
     def close(self) -> None:
         """Continue whatever is still paused and close the master client. Idempotent."""
@@ -122,6 +146,7 @@ class Nemesis:
         for i in self._held:
             self._cluster.resume_worker(i)
         self._held.clear()
+        self._unfill()
         self._master.close()
 
     # -- targets --------------------------------------------------------------------------------
@@ -168,6 +193,30 @@ class Nemesis:
 
     def _resume(self, i: int) -> None:
         self._cluster.resume_worker(i)
+
+    def _fill(self, i: int) -> list[str]:
+        """Fill every data directory of worker ``i``: a file takes all their free space."""
+        done = []
+        for d in self._cluster.worker_dirs(i):
+            path = d / _FILLER
+            self._fillers.append(path)
+            st = os.statvfs(d)
+            size = st.f_bavail * st.f_frsize
+            with open(path, "ab") as fh:
+                try:
+                    os.posix_fallocate(fh.fileno(), 0, size)
+                except OSError:  # not supported, or some space went meanwhile: zeros as far as they go
+                    with contextlib.suppress(OSError):
+                        while True:
+                            fh.write(bytes(1024 * 1024))
+                            fh.flush()
+            done.append(f"filled {d} on worker {i} ({size // 1024**2} MiB)")
+        return done
+
+    def _unfill(self) -> None:
+        for path in self._fillers:
+            path.unlink(missing_ok=True)
+        self._fillers.clear()
 
     def _corrupt(self, fault: Fault, app_id: str, shuffle_id: int) -> list[str]:
         """Damage the target copy, or (``corrupt-both``) every copy of the partition; then

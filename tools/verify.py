@@ -16,18 +16,26 @@ and is stopped before returning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError
-from croupier.tools.verify_faults import parse_faults, schedule
+from croupier.tools.verify_disks import small_disks
+from croupier.tools.verify_faults import Fault, parse_faults, schedule
 from croupier.tools.verify_report import Report
 from croupier.tools.verify_shuffle import Outcome, Shape, run_shuffle
+
+if TYPE_CHECKING:
+    from croupier.services.local import LocalCluster
 
 __all__ = ["main_verify", "run_verify"]
 
@@ -62,28 +70,23 @@ def run_verify(
     """Run the verified shuffles; the report. ``on_shuffle(index, outcome, seconds)`` is
     called after each. ``curve``: every socket talks CURVE (keys from ``secret_file``).
 
+    ``disk-full`` faults put every worker's directory on a small tmpfs (root only).
+
     Raises:
-        ValueError: ``faults`` names an unknown kind or phase (see ``parse_faults``).
+        ValueError: ``faults`` names an unknown kind or phase (see ``parse_faults``), or
+            ``disk-full`` without root.
         ZooKeeperNotInstalled: ``ha`` without a ZooKeeper install.
     """
     import croupier
-    from croupier.services.local import LocalCluster
     from croupier.tools.nemesis import Nemesis
 
     shape = shape or Shape()
     plan = schedule(seed, parse_faults(faults, ha=ha), shuffles, shape.partitions)
     report = Report(seed, ha)
+    disks = contextlib.ExitStack()
     with (
-        LocalCluster(
-            3,
-            processes=True,
-            ha=ha,
-            master_config=_MASTER,
-            worker_config=_WORKER,
-            session_timeout=2.0,
-            curve=curve,
-            secret_file=secret_file,
-        ) as cluster,
+        disks,
+        _cluster(plan, disks, ha=ha, curve=curve, secret_file=secret_file) as cluster,
         croupier.connect(
             cluster.master_url, config=_CLIENT, curve_server_key=cluster.curve_server_key
         ) as client,
@@ -105,6 +108,29 @@ def run_verify(
         finally:
             nemesis.close()
     return report
+
+
+def _cluster(
+    plan: list[Fault], disks: contextlib.ExitStack, *, ha: bool, curve: bool, secret_file: str | None
+) -> LocalCluster:
+    """The verified cluster (not started); with ``disk-full`` in the plan, its workers'
+    directories are small filesystems mounted through ``disks``."""
+    from croupier.services.local import LocalCluster
+
+    base = None
+    if any(f.kind == "disk-full" for f in plan):
+        base = disks.enter_context(small_disks(Path(tempfile.mkdtemp(prefix="croupier-verify-")), 3))
+    return LocalCluster(
+        3,
+        base,
+        processes=True,
+        ha=ha,
+        master_config=_MASTER,
+        worker_config=_WORKER,
+        session_timeout=2.0,
+        curve=curve,
+        secret_file=secret_file,
+    )
 
 
 def main_verify(

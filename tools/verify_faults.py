@@ -9,7 +9,10 @@ only when the fault fires). Every kind but ``corrupt-both`` destroys at most one
 of any partition: then every record must read back exactly once and no ``DataLost``
 may be raised. ``corrupt-both`` damages both copies of one partition: a ``DataLost``
 naming it is then the right answer (reading it back intact is too, when the damage
-came too late to matter); anything else is a failure.
+came too late to matter); anything else is a failure. ``disk-full`` fills every data
+directory of the worker holding the target copy (its directories are small filesystems
+then): maps whose writers fail are retried, and every record must still read back
+exactly once, with no ``DataLost`` (the other copy holds what the full one lost).
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ from dataclasses import dataclass
 
 from croupier.tools.verify_damage import DAMAGES
 
-__all__ = ["KINDS", "PHASES", "Fault", "applicable", "parse_faults", "schedule"]
+__all__ = ["EXPLICIT", "KINDS", "PHASES", "Fault", "applicable", "parse_faults", "schedule"]
 
-KINDS = ("kill", "restart", "pause", "corrupt", "corrupt-both", "leader")
+KINDS = ("kill", "restart", "pause", "corrupt", "corrupt-both", "leader", "disk-full")
+# asked for by name only: it mounts small filesystems, which needs root
+EXPLICIT = ("disk-full",)
 PHASES = ("mid-push", "after-close", "during-commit", "after-commit", "mid-read")
 # damaged files must be committed ones: the commit writes the index
 _LATE = ("after-commit", "mid-read")
+# a full disk matters while data is written; after the commit reads must not mind it
+_DISK_FULL = ("mid-push", "after-close", "after-commit")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,18 +65,23 @@ class Fault:
         """One line for logs and reports."""
         if self.kind == "leader":
             return f"leader (kill -9 of the leading master) at {self.phase}"
+        if self.kind == "disk-full":
+            return f"disk-full (the disks of partition {self.partition}'s {self.role}) at {self.phase}"
         extra = f" ({self.damage}{', restart' if self.restart else ''})" if self.damage else ""
         return f"{self.kind}{extra} of partition {self.partition} {self.role} at {self.phase}"
 
 
 def applicable(kind: str) -> tuple[str, ...]:
     """The phases at which ``kind`` makes sense."""
+    if kind == "disk-full":
+        return _DISK_FULL
     return _LATE if kind.startswith("corrupt") else PHASES
 
 
 def parse_faults(text: str | None, *, ha: bool) -> list[tuple[str, str]]:
     """The ``(kind, phase)`` cells asked for by ``--faults``: a comma list of ``KIND`` or
-    ``KIND@PHASE``; empty or None means every kind that applies (``leader`` only with ``ha``).
+    ``KIND@PHASE``; empty or None means every kind that applies (``leader`` only with ``ha``;
+    not ``disk-full``, which must be named).
 
     Raises:
         ValueError: an unknown kind or phase, a phase the kind does not apply to, or
@@ -77,7 +89,7 @@ def parse_faults(text: str | None, *, ha: bool) -> list[tuple[str, str]]:
     """
     items = [t.strip() for t in (text or "").split(",") if t.strip()]
     if not items:
-        items = [k for k in KINDS if ha or k != "leader"]
+        items = [k for k in KINDS if (ha or k != "leader") and k not in EXPLICIT]
     cells: list[tuple[str, str]] = []
     for item in items:
         kind, _, phase = item.partition("@")

@@ -19,6 +19,8 @@ from croupier.core.errors import (
     BadRequest,
     Congested,
     CroupierError,
+    DataLostError,
+    HardSplit,
     RequestTimeout,
     StaleLocation,
     Unavailable,
@@ -302,3 +304,18 @@ def test_revives_are_shared_through_the_routing() -> None:
     second.submit([b(0, 0)])
     second.drain()
     assert net.sent[0].url == "tcp://127.0.0.1:7003" and len(master.calls) == 1
+
+
+def test_hard_split_revives_away_from_the_full_worker_and_data_lost_is_raised() -> None:
+    # issue 15: a failed location answers HARD_SPLIT (move on) or DATA_LOST (this map lost data)
+    master = FakeMaster()
+    net = FakeNet(HardSplit("disk full", {"partitions": [0], "failed_worker": "w0"}))
+    sender = make_sender(net, master)
+    sender.submit([b(0, 0)])
+    sender.drain()
+    assert master.calls == [(0, 0, "HARD_SPLIT: disk full", ("w0",))]
+    assert sender.revived == 1 and sender.unacked == 0
+    lost = make_sender(FakeNet(DataLostError.of([0], ["w0"], maps=[[0, 0]])), FakeMaster())
+    lost.submit([b(0, 0)])
+    with pytest.raises(DataLostError):
+        lost.drain()

@@ -199,6 +199,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         split_threshold=20_000,
         memory_tier_max=50_000,
         memory_tier_fraction=0.05,
+        disk_reserve=12345,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -210,6 +211,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         slots = admin.call(c.Status())["workers"][0]["slots"]
         time.sleep(1.2)
         heartbeat_age = master.describe()["worker_heartbeat_age"][worker.worker_id]
+        reported_dirs = master.describe()["worker_dirs"][worker.worker_id]  # path, free, total, reserve, ok
         actors = len(pykka.ActorRegistry.get_by_class(PartitionActor))
         with croupier.connect(master.url, config=client_config) as client:
             shuffle = client.register_app("cfg").register_shuffle(1, 1, replicate=False)
@@ -262,6 +264,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             "throttle_z": lambda value: throttle is not None and throttle.rule.z == value,
             # 60 kB into one partition: its location passed 20 kB, and the writer moved on
             "split_threshold": lambda value: worker.split.threshold == value and soft_splits >= 1,
+            "disk_reserve": lambda value: [d[3] for d in reported_dirs] == [value],
         }
         _check_all(config, checks)
 

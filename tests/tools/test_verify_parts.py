@@ -23,14 +23,17 @@ from croupier.tools.verify_workload import (
 
 def test_faults_default_to_every_kind_that_applies_and_corruption_only_after_the_commit() -> None:
     cells = parse_faults("", ha=False)
-    assert {k for k, _ in cells} == set(KINDS) - {"leader"}
+    assert {k for k, _ in cells} == set(KINDS) - {"leader", "disk-full"}  # disk-full: asked by name
     assert {p for k, p in cells if k == "kill"} == set(PHASES)
     assert {p for k, p in cells if k.startswith("corrupt")} == {"after-commit", "mid-read"}
     assert ("leader", "mid-push") in parse_faults(None, ha=True)
     assert parse_faults("kill@mid-read, pause", ha=False)[0] == ("kill", "mid-read")
+    assert {p for _, p in parse_faults("disk-full", ha=False)} == {"mid-push", "after-close", "after-commit"}
 
 
-@pytest.mark.parametrize("text", ["explode", "kill@never", "corrupt@mid-push", "leader"])
+@pytest.mark.parametrize(
+    "text", ["explode", "kill@never", "corrupt@mid-push", "leader", "disk-full@mid-read"]
+)
 def test_a_fault_that_cannot_be_scheduled_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse_faults(text, ha=False)
