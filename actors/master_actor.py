@@ -49,6 +49,7 @@ from croupier.core.commands import (
     LoseWorker,
     RegisterShuffle,
     RegisterWorker,
+    RerunMaps,
     RevivePartition,
     Status,
     WorkerHeartbeat,
@@ -360,7 +361,7 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, RegisterShuffle) and not events and command.shuffle_id is not None:
             # a repeated registration: the first one's reservations may never have arrived
             return shuffle_reserves(self.state, command.app_id, command.shuffle_id)
-        if isinstance(command, RegisterShuffle | RevivePartition):
+        if isinstance(command, RegisterShuffle | RevivePartition | RerunMaps):
             return reserves(self.state, events)
         return []
 

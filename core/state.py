@@ -43,6 +43,7 @@ from croupier.core.events import (
     Event,
     LeaderChanged,
     MapperEnded,
+    MapsRerun,
     PartitionRevived,
     ShuffleCommitted,
     ShuffleRegistered,
@@ -252,6 +253,10 @@ class ShuffleInfo:
     winners: dict[int, Winner] = field(default_factory=dict)
     commit: CommitInfo | None = None
     request_id: str | None = None
+    # reruns (``croupier.core.rerun``): (map, attempt) pairs that lost their data and may never
+    # win again, and the (lo, hi) ranges of every map ever rerun
+    refused: tuple[tuple[int, int], ...] = ()
+    rerun: tuple[tuple[int, int], ...] = ()
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -281,6 +286,16 @@ class ShuffleInfo:
         self.winners[map_id] = (attempt, touched, bitmap)
         self.derived.winner_runs.add(map_id, attempt)
         self.derived.bitmap_runs.add(map_id, bitmap)
+
+    def drop_winners(self, maps: set[int]) -> None:
+        """Forget the winners of ``maps`` (a rerun) and rebuild the caches derived from them."""
+        for m in maps:
+            del self.winners[m]
+        winners, self.winners = self.winners, {}
+        self.derived = Derived()
+        self.__post_init__()
+        for m, (attempt, touched, bitmap) in sorted(winners.items()):
+            self.add_winner(m, attempt, touched, bitmap)
 
     def winner_runs(self) -> tuple[Run, ...]:
         """The winners as sorted maximal ``(lo, hi, attempt)`` runs (no O(num_mappers) work)."""
@@ -593,6 +608,21 @@ def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
     )
 
 
+def _maps_rerun(state: MasterState, event: MapsRerun) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if info.commit is None:
+        raise InvalidEvent(f"MapsRerun of shuffle {event.app_id}/{event.shuffle_id}, which is not committed")
+    maps = {m for lo, hi in event.maps for m in range(lo, hi)}
+    if not maps or any(m not in info.winners for m in maps):
+        raise InvalidEvent(f"MapsRerun names maps without a winner: {sorted(maps)[:10]}")
+    if any(info.winners.get(m, (None,))[0] != a for m, a in event.refused):
+        raise InvalidEvent("MapsRerun refuses an attempt that is not the map's winner")
+    info.drop_winners(maps)
+    info.commit = None
+    info.refused = tuple(sorted({*info.refused, *event.refused}))
+    info.rerun = ranges(sorted(maps | {m for lo, hi in info.rerun for m in range(lo, hi)}))
+
+
 def _shuffle_unregistered(state: MasterState, event: ShuffleUnregistered) -> None:
     info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
     _release(state, info)
@@ -622,6 +652,7 @@ _APPLIERS: dict[type[Event], Callable[[MasterState, Any], None]] = {
     ShuffleCommitted: _shuffle_committed,
     ShuffleUnregistered: _shuffle_unregistered,
     LeaderChanged: _leader_changed,
+    MapsRerun: _maps_rerun,
 }
 
 
