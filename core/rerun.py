@@ -19,7 +19,7 @@ import random
 from croupier.core.bitmap import partitions_of, ranges
 from croupier.core.commands import GetLostMaps, RerunMaps
 from croupier.core.enums import WorkerStatus
-from croupier.core.errors import BadRequest, Conflict, NotCommitted, UnknownApp, UnknownShuffle
+from croupier.core.errors import BadRequest, Conflict, UnknownApp, UnknownShuffle
 from croupier.core.events import Event, MapsRerun, PartitionRevived
 from croupier.core.placement import Candidate, place
 from croupier.core.replies import LostMapsReply, RerunReply
@@ -134,8 +134,8 @@ def rerun_maps(
 
     Raises:
         BadRequest: a map id out of range.
-        NotCommitted: the shuffle is not committed (nor are these maps already rerunning).
-        Conflict: some maps' data is not lost; ``details["maps"]`` names them.
+        Conflict: some maps' data is not lost (``details["maps"]`` names them), or the
+            shuffle is not committed (nor are these maps already rerunning).
         NotEnoughWorkers: no healthy worker to place a new epoch on.
     """
     info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
@@ -145,7 +145,7 @@ def rerun_maps(
     if info.commit is None:
         if maps <= rerunning(info):  # a repeat: nothing new to log
             return RerunReply(ranges(sorted(maps)), (), False), []
-        raise NotCommitted(
+        raise Conflict(
             f"shuffle {cmd.app_id}/{cmd.shuffle_id} is not committed: only a committed shuffle's lost maps"
             " can be rerun (wait for the commit, or for a rerun in progress to commit)"
         )
