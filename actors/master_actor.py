@@ -435,9 +435,11 @@ class MasterActor(pykka.ThreadingActor):
                 placed = by_id.get(id(loc.incarnations))
                 if placed is None:
                     placed = by_id[id(loc.incarnations)] = dict(loc.incarnations)
-                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, placed.get(loc.primary)))
+                # a location committed before a rerun is judged by its files, not its worker's memory
+                seen = {} if info.was_committed(p, loc.epoch) else placed
+                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, seen.get(loc.primary)))
                 if loc.replica is not None:
-                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, placed.get(loc.replica)))
+                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
         plan = CommitPlan(app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners))

@@ -40,18 +40,22 @@ def _shuffle(state: MasterState, app_id: str, shuffle_id: int) -> ShuffleInfo:
 
 
 def _gone_workers(state: MasterState, info: ShuffleInfo) -> tuple[set[str], set[str]]:
-    """The shuffle's workers now lost or removed, and those restarted since placement."""
+    """The shuffle's workers now lost or removed, and those restarted since placement and
+    since the commit (whose verdict already judged what an earlier restart left)."""
     gone: set[str] = set()
     restarted: set[str] = set()
     for wid in info.workers():
         worker = state.workers.get(wid)
         if worker is None or worker.status == WorkerStatus.LOST:
             gone.add(wid)
+    since = info.commit.at if info.commit is not None else 0.0
     placed = [info.incarnations, *(loc.incarnations for locs in info.revivals.values() for loc in locs)]
     for incarnations in placed:
         for wid, incarnation in incarnations:
             worker = state.workers.get(wid)
-            if wid not in gone and worker is not None and worker.incarnation != incarnation:
+            if wid in gone or worker is None or worker.incarnation == incarnation:
+                continue
+            if worker.registered_at >= since:  # the commit judged the copies of earlier lives
                 restarted.add(wid)
     return gone, restarted
 

@@ -257,6 +257,9 @@ class ShuffleInfo:
     # win again, and the (lo, hi) ranges of every map ever rerun
     refused: tuple[tuple[int, int], ...] = ()
     rerun: tuple[tuple[int, int], ...] = ()
+    # (partition, n): epochs 0..n-1 were committed before the last rerun (a partition not
+    # listed: epoch 0); only meaningful once ``rerun`` is set
+    committed_epochs: tuple[tuple[int, int], ...] = ()
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -286,6 +289,13 @@ class ShuffleInfo:
         self.winners[map_id] = (attempt, touched, bitmap)
         self.derived.winner_runs.add(map_id, attempt)
         self.derived.bitmap_runs.add(map_id, bitmap)
+
+    def was_committed(self, partition: int, epoch: int) -> bool:
+        """Whether a commit before the last rerun covered this location: its files are on disk,
+        so a worker restarted since still serves them (its memory no longer matters)."""
+        if not self.rerun:
+            return False
+        return epoch < dict(self.committed_epochs).get(partition, 1)
 
     def drop_winners(self, maps: set[int]) -> None:
         """Forget the winners of ``maps`` (a rerun) and rebuild the caches derived from them."""
@@ -618,6 +628,7 @@ def _maps_rerun(state: MasterState, event: MapsRerun) -> None:
     if any(info.winners.get(m, (None,))[0] != a for m, a in event.refused):
         raise InvalidEvent("MapsRerun refuses an attempt that is not the map's winner")
     info.drop_winners(maps)
+    info.committed_epochs = tuple(sorted((p, len(locs) + 1) for p, locs in info.revivals.items()))
     info.commit = None
     info.refused = tuple(sorted({*info.refused, *event.refused}))
     info.rerun = ranges(sorted(maps | {m for lo, hi in info.rerun for m in range(lo, hi)}))

@@ -22,10 +22,10 @@ MAPS, PARTITIONS = 8, 16
 FAST = ClientConfig(rpc_timeout=5.0, fetch_timeout=3.0)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+@pytest.fixture(params=[5])
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
     with LocalCluster(
-        5,
+        request.param,
         tmp_path / "cluster",
         processes=True,
         master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
@@ -109,6 +109,7 @@ def test_a_double_fault_after_commit_is_recovered_by_rerunning_only_the_lost_map
         app.unregister()
 
 
+@pytest.mark.parametrize("cluster", [3], indirect=True)  # partitions share the restarted pair
 def test_a_rerun_survives_a_worker_killed_during_it(cluster: LocalCluster) -> None:
     with croupier.connect(cluster.master_url, config=FAST) as client:
         app = client.register_app("rerun-fault")
@@ -122,6 +123,8 @@ def test_a_rerun_survives_a_worker_killed_during_it(cluster: LocalCluster) -> No
         places = holders(cluster, sh, 2)
         for path in cluster.base_dir.glob(f"worker*/disk0/{sh.app_id}/{sh.shuffle_id}/2-0-*"):
             path.unlink()
+        shared = [p for p in range(PARTITIONS) if p != 2 and set(holders(cluster, sh, p)) == set(places)]
+        assert shared  # their files survive the restart: the new commit must not call them lost
         for i in places:
             cluster.restart_worker(i)
         ids = [cluster.worker_ids()[i] for i in places]
@@ -135,6 +138,7 @@ def test_a_rerun_survives_a_worker_killed_during_it(cluster: LocalCluster) -> No
         cluster.kill_worker(holders(cluster, sh, 2)[0])
         write(sh, 1, 1)  # pushes to the dead primary fail; the writer revives the partition
         check_all(sh, want)
+        assert sh.lost_maps()["lost"] == []  # the restarted workers' files still count
         app.unregister()
 
 

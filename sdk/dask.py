@@ -283,46 +283,61 @@ def recover(sh: Shuffle, exc: DataLostError, spec: ShuffleSpec, lineage: Lineage
 
     Waits (up to ``spec.lost_wait`` seconds) until the master names them lost too (it
     declares a dead worker lost after its ``--worker-timeout``); maps another reduce has
-    rerun since need nothing more. Then ``Shuffle.rerun``
-    reopens the shuffle for the master's whole lost set (not only this partition's) and
-    each of those maps runs again with a new attempt. If another reduce's rerun is under
+    rerun since need nothing more. Then ``Shuffle.rerun`` reopens the shuffle for the
+    master's whole lost set (not only this partition's) and each of those maps runs again,
+    from its input partition, with a new attempt. If another reduce's rerun is under
     way (``CONFLICT``: the shuffle is not committed), nothing is written here: reading
     again waits for that rerun's commit, and a loss left over comes back as a new error.
 
     Raises:
         DataLostError: ``exc``, when the master never names its maps lost.
     """
-    deadline = time.monotonic() + spec.lost_wait
-    while True:
-        view = sh.lost_maps()
-        if not view["committed"]:
-            return []  # a rerun is under way: read again once it commits
-        lost = sorted({m for _, lo, hi in (*view["lost"], *view["suspect"]) for m in range(lo, hi)})
-        fixed = {m for lo, hi in view["rerun"] for m in range(lo, hi)} - set(lost)
-        pending = set(exc.map_ids) - fixed  # another reduce's rerun may have fixed some already
-        if not pending:
-            return []
-        if pending <= set(lost):
-            break
-        if time.monotonic() > deadline:
-            raise exc
-        time.sleep(0.2)
-    try:
-        sh.rerun(lost)
-    except Conflict as refused:
-        log.info("shuffle %s/%d: rerun of maps %s refused (%s); reading again", *_ids(spec), lost, refused)
+    chosen = _wait_until_named(sh, exc, spec)
+    if not chosen:
         return []
-    for m in lost:
+    try:
+        sh.rerun(chosen)
+    except Conflict as refused:
+        log.info("shuffle %s/%d: rerun of maps %s refused (%s); reading again", *_ids(spec), chosen, refused)
+        return []
+    for m in chosen:
         map_partition(lineage.compute(m), m, spec)
     stats = recovery_stats(spec)
     log.warning(
         "shuffle %s/%d: data of maps %s was lost; reran them (%d of %d maps rerun so far)",
         *_ids(spec),
-        lost,
+        chosen,
         stats["rerun_maps"],
         stats["num_mappers"],
     )
-    return lost
+    return chosen
+
+
+def _wait_until_named(sh: Shuffle, exc: DataLostError, spec: ShuffleSpec) -> list[int]:
+    """The maps to rerun once the master names ``exc``'s maps lost (or suspect): every map
+    surely lost, and the suspect ones (on restarted workers) this read proved gone. Empty
+    when there is nothing to do but read again: a rerun is under way, or another reduce's
+    rerun fixed them already.
+
+    Raises:
+        DataLostError: ``exc``, when the master does not name them within ``spec.lost_wait``.
+    """
+    deadline = time.monotonic() + spec.lost_wait
+    while True:
+        view = sh.lost_maps()
+        if not view["committed"]:
+            return []  # a rerun is under way: read again once it commits
+        lost = {m for _, lo, hi in view["lost"] for m in range(lo, hi)}
+        suspect = {m for _, lo, hi in view["suspect"] for m in range(lo, hi)}
+        fixed = {m for lo, hi in view["rerun"] for m in range(lo, hi)} - lost - suspect
+        pending = set(exc.map_ids) - fixed
+        if not pending:
+            return []
+        if pending <= lost | suspect:
+            return sorted(lost | (pending & suspect))
+        if time.monotonic() > deadline:
+            raise exc
+        time.sleep(0.2)
 
 
 def _ids(spec: ShuffleSpec) -> tuple[str, int]:

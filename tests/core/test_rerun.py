@@ -121,3 +121,21 @@ def test_snapshot_plus_tail_equals_replay_across_a_rerun(master: Master) -> None
     for e in master.log[: cut + 1]:
         apply(mid, e)
     assert MasterState.from_snapshot(mid.snapshot_bytes()).to_json() == mid.to_json()
+
+
+def test_copies_on_workers_restarted_since_the_commit_are_suspect_and_may_be_rerun(master: Master) -> None:
+    committed(master)
+    for w in holders(master, 2):
+        master(c.RegisterWorker(w, f"h{w[1:]}", 1, 2, 3, 4, 1_000_000, "inc2"), now=1.0)  # a restart
+    view = master(c.GetLostMaps("app1", 0))
+    assert view["lost"] == [] and [2, 2, 3] in view["suspect"]
+    assert master(c.RerunMaps("app1", 0, (2,)))["started"] is True
+
+
+def test_a_rerun_remembers_which_locations_were_committed_before_it(master: Master) -> None:
+    committed(master, lost_maps=((1, 1, 2),))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None and not info.was_committed(1, 0)  # no rerun yet: judged as always
+    master(c.RerunMaps("app1", 0, (1,)))
+    assert info.was_committed(1, 0) and info.was_committed(0, 0)
+    assert not info.was_committed(1, 1)  # the rerun's new epoch: judged by its workers' memory
