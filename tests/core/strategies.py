@@ -157,6 +157,7 @@ busy: st.SearchStrategy[c.Command] = st.one_of(
     st.builds(c.GetLostMaps, app_id=live_apps, shuffle_id=st.integers(0, 1)),
 )
 
+
 def _finish(lost: int) -> list[c.Command]:
     """Every map of a0/0 ends, it commits with map ``lost``'s data gone, and that map reruns."""
     declared = encode_bitmap(from_partitions([0, 1], 4))
