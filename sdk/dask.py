@@ -38,6 +38,13 @@ records of every other attempt, so the output is the same however often a map ru
 Recomputing ``out`` after the shuffle committed is fine too: the new map attempts are
 superseded and the reduces read the committed data.
 
+Recovery. The reduces also get a ``Lineage``: the input partitions as Dask ``Delayed``
+objects, which they do not depend on. A reduce whose read raises ``DataLostError`` (both
+copies of some map output gone after the commit) waits until the master names those maps
+lost, reruns the master's lost set with ``Shuffle.rerun``, computes those maps' input
+partitions again (synchronous scheduler, inside the task), writes them as new attempts and
+reads again (``recover``). ``recovery_stats`` reports how many maps were rerun, of how many.
+
 Lifetime. ``shuffle(...)`` does not unregister its app: it lives while tasks use it
 (each task sends an app heartbeat) and expires ``app_timeout`` (master setting,
 300 s by default) after the last one. ``ShuffleService`` unregisters its app on exit,
@@ -97,6 +104,9 @@ class ShuffleSpec:
         npartitions: output partitions (= the shuffle's ``num_partitions``).
         num_mappers: input partitions (= the shuffle's ``num_mappers``).
         config: the client config every task's client uses (None = defaults).
+        recover: reduces rerun lost maps from their inputs (``recover``) instead of failing.
+        lost_wait: seconds a reduce waits for the master to name the lost maps (it declares
+            a dead worker lost after ``--worker-timeout``).
     """
 
     url: str
