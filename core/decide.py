@@ -8,7 +8,8 @@ them with ``apply``, and only then sends ``reply``. Errors are raised as
 Idempotence matters because clients retry across timeouts and failovers: a
 repeated ``MapperEnd``, ``RevivePartition``, ``RegisterApp`` (with an id) or
 ``RegisterShuffle`` (with a shuffle id or a request id) logs nothing new and
-returns the same answer.
+returns the same answer; so does a ``RerunMaps`` of maps still rerunning.
+``RerunMaps`` and ``GetLostMaps`` are decided in ``croupier.core.rerun``.
 """
 
 from __future__ import annotations
@@ -489,7 +490,7 @@ def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Rand
         return MapperEndReply(winner[0], winner[0] == cmd.attempt_id, info.all_ended), []
     if info.commit is not None:  # pragma: no cover - commit needs every map ended
         raise Conflict("shuffle already committed")
-    if (cmd.map_id, cmd.attempt_id) in info.refused:
+    if info.refuses(cmd.map_id, cmd.attempt_id):
         raise Conflict(
             f"attempt {cmd.attempt_id} of map {cmd.map_id} lost its data and was rerun;"
             " a rerun uses a new attempt id",

@@ -62,12 +62,19 @@ def _gone_workers(state: MasterState, info: ShuffleInfo) -> tuple[set[str], set[
 
 def _dead_partitions(info: ShuffleInfo, dead: set[str]) -> list[int]:
     """Partitions with an epoch whose every copy failed at commit or is on a ``dead`` worker,
-    one of them newly (a copy the commit found failed was already judged there)."""
+    one of them newly (a copy the commit found failed was already judged there).
+
+    Only partitions with a location on a ``dead`` worker are looked at: those of the epoch-0
+    pairs that name one, and the revived ones.
+    """
     if not dead:
         return []
     failed = {(p, e, w) for p, e, w in info.commit.lost_copies} if info.commit else set()
+    n = len(info.pairs)
+    touched = {i for i, pair in enumerate(info.pairs) if dead & set(pair)}
+    candidates = {p for i in touched for p in range(i, info.num_partitions, n)} | set(info.revivals)
     out = []
-    for p in range(info.num_partitions):
+    for p in sorted(candidates):
         for loc in info.locations(p):
             copies = [w for w in (loc.primary, loc.replica) if w is not None]
             if all(w in dead or (p, loc.epoch, w) in failed for w in copies) and any(

@@ -13,7 +13,8 @@ State (everything here is rebuilt by folding the log; nothing else is):
     apps      app id -> AppInfo
     shuffles  (app id, shuffle id) -> ShuffleInfo (placement, revivals,
               winning attempts with their declared partition bitmaps, commit outcome,
-              the client's request id)
+              the client's request id; after a rerun, the refused attempts, the maps
+              ever rerun and the epochs committed before it: ``croupier.core.rerun``)
     term, leader, seq   the last LeaderChanged, and the log position folded so far
 
 ``ShuffleInfo.derived`` is not state: caches computed from the fields above (one
@@ -237,6 +238,7 @@ class Derived:
     bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS_MIN))
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
+    refused: frozenset[tuple[int, int]] | None = None  # ``ShuffleInfo.refused`` as a set
 
 
 @dataclass(slots=True)
@@ -296,6 +298,14 @@ class ShuffleInfo:
         if not self.rerun:
             return False
         return epoch < dict(self.committed_epochs).get(partition, 1)
+
+    def refuses(self, map_id: int, attempt: int) -> bool:
+        """Whether a rerun refused this attempt of the map (its data was lost)."""
+        if not self.refused:
+            return False
+        if self.derived.refused is None:
+            self.derived.refused = frozenset(self.refused)
+        return (map_id, attempt) in self.derived.refused
 
     def drop_winners(self, maps: set[int]) -> None:
         """Forget the winners of ``maps`` (a rerun) and rebuild the caches derived from them."""
@@ -631,6 +641,7 @@ def _maps_rerun(state: MasterState, event: MapsRerun) -> None:
     info.committed_epochs = tuple(sorted((p, len(locs) + 1) for p, locs in info.revivals.items()))
     info.commit = None
     info.refused = tuple(sorted({*info.refused, *event.refused}))
+    info.derived.refused = None
     info.rerun = ranges(sorted(maps | {m for lo, hi in info.rerun for m in range(lo, hi)}))
 
 
