@@ -114,9 +114,11 @@ class Locations:
 
     def reopen(self, app_id: str, shuffle_id: int, where: Iterable[tuple[int, int]]) -> None:
         """Admit these ``(partition, epoch)`` locations even though the shuffle committed here:
-        a rerun placed them (``RESERVE`` of revived locations); the next commit covers them."""
+        a rerun placed them (``RESERVE`` of revived locations); the next commit covers them.
+        A shuffle not committed here needs nothing (a revive before the commit)."""
         with self._lock:
-            self._reopened.setdefault((app_id, shuffle_id), set()).update(where)
+            if (app_id, shuffle_id) in self._committing:
+                self._reopened.setdefault((app_id, shuffle_id), set()).update(where)
 
     def _owner_for(self, key: LocationKey) -> Owner:
         # lock held

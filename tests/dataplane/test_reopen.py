@@ -18,6 +18,7 @@ def test_a_committed_shuffle_admits_only_the_reopened_locations() -> None:
     locations.open(0, lambda: owner)
     old = LocationKey("a", 0, 2, 0, "primary")
     locations.admit(old)
+    locations.reopen("a", 0, [(3, 1)])  # a revive before the commit: nothing to reopen
     locations.of_shuffle("a", 0, seal=True)  # COMMIT_FILES: the shuffle is sealed here
     rerun = LocationKey("a", 0, 2, 1, "primary")
     with pytest.raises(StaleLocation):
