@@ -139,3 +139,13 @@ def test_a_rerun_remembers_which_locations_were_committed_before_it(master: Mast
     master(c.RerunMaps("app1", 0, (1,)))
     assert info.was_committed(1, 0) and info.was_committed(0, 0)
     assert not info.was_committed(1, 1)  # the rerun's new epoch: judged by its workers' memory
+
+
+def test_data_lost_names_the_pairs_and_map_ids_and_they_survive_the_wire() -> None:
+    from croupier.core.errors import DataLostError, error_from_wire
+
+    lost = DataLostError.of([5, 1], ["w1"], "shuffle a/0", maps=[[4, 1], [0, 5], [4, 5]])
+    back = error_from_wire(lost.status, lost.to_wire())
+    assert isinstance(back, DataLostError)
+    assert back.pairs == [(0, 5), (4, 1), (4, 5)] and back.map_ids == [0, 4]
+    assert DataLostError("old server").pairs == [] and DataLostError("old server").map_ids == []
