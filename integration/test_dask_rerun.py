@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,21 +65,59 @@ def make_df() -> dd.DataFrame:
     return dd.from_delayed([dask.delayed(f) for f in frames], meta=frames[0].iloc[:0], verify_meta=False)
 
 
-def rows(out: dd.DataFrame) -> pd.DataFrame:
-    with ThreadPoolExecutor(4) as pool:  # its own pool: joined here (the leak check)
-        parts = dask.compute(*out.to_delayed(), scheduler="threads", pool=pool)
+def rows(out: dd.DataFrame, dask_client: Any = None) -> pd.DataFrame:
+    if dask_client is not None:
+        parts = dask_client.gather(dask_client.compute(out.to_delayed()))
+    else:
+        with ThreadPoolExecutor(4) as pool:  # its own pool: joined here (the leak check)
+            parts = dask.compute(*out.to_delayed(), scheduler="threads", pool=pool)
     return pd.concat(parts).sort_values("id").reset_index(drop=True)
 
 
+@pytest.fixture(scope="module")
+def process_lifetime_helpers() -> None:
+    """distributed's process-wide helpers, started before the leak check's snapshot (as in
+    tests/sdk/test_dask.py)."""
+    import multiprocessing.resource_tracker
+
+    pytest.importorskip("distributed")
+    from distributed.utils import _offload_executor
+
+    _offload_executor.submit(lambda: None).result()
+    multiprocessing.resource_tracker.ensure_running()
+
+
+@pytest.fixture(params=["threads", "distributed"])
+def dask_client(request: pytest.FixtureRequest, process_lifetime_helpers: None) -> Iterator[Any]:
+    """None (the threaded scheduler), or a 2-process ``distributed`` cluster."""
+    if request.param == "threads":
+        yield None
+        return
+    pytest.importorskip("distributed")
+    import distributed
+
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=2,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
 def test_dask_reruns_only_the_lost_maps_after_both_copies_die(
-    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+    cluster: LocalCluster, dask_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     df = make_df()
     expected = df.compute(scheduler="sync").sort_values("id").reset_index(drop=True)
     with croupier.dask.ShuffleService(cluster.master_url, config=FAST) as svc:
         spec = svc.register(df, on="key", npartitions=PARTITIONS)
         out = croupier.dask.build_graph(df, spec)
-        pd.testing.assert_frame_equal(rows(out), expected)  # committed, every copy intact
+        pd.testing.assert_frame_equal(rows(out, dask_client), expected)  # committed, every copy intact
         with croupier.connect(cluster.master_url) as client:
             sh = client.open_shuffle(spec.app_id, spec.shuffle_id)
             used = next(p for p in range(PARTITIONS) if list(sh.reader(p)))
@@ -88,9 +127,10 @@ def test_dask_reruns_only_the_lost_maps_after_both_copies_die(
         killed = {cluster.kill_worker(ids.index(w)) for w in pair if w is not None}
         wait_lost(cluster, killed)
         # the same result again: the maps run as superseded attempts, the reduces find the loss
-        pd.testing.assert_frame_equal(rows(out), expected)
+        pd.testing.assert_frame_equal(rows(out, dask_client), expected)
         stats = svc.recovery_stats()[0]
     assert 0 < stats["rerun_maps"] < stats["num_mappers"] == MAPS and stats["lost_maps"] == 0
     with capsys.disabled():
         k, n = stats["rerun_maps"], stats["num_mappers"]
-        print(f"\ncroupier.dask after a double fault: {k} of {n} maps rerun")
+        scheduler = "threads" if dask_client is None else "distributed"
+        print(f"\ncroupier.dask ({scheduler}) after a double fault: {k} of {n} maps rerun")
