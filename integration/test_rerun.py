@@ -41,11 +41,12 @@ def records(map_id: int) -> dict[int, list[bytes]]:
     }
 
 
-def write(sh: croupier.Shuffle, map_id: int, attempt: int) -> None:
+def write(sh: croupier.Shuffle, map_id: int, attempt: int) -> dict[str, int]:
     with sh.writer(map_id, attempt) as w:
         for p, items in records(map_id).items():
             for r in items:
                 w.write(p, r)
+    return w.stats
 
 
 def expected() -> dict[int, list[bytes]]:
@@ -136,7 +137,8 @@ def test_a_rerun_survives_a_worker_killed_during_it(cluster: LocalCluster) -> No
         sh.rerun(info.value.map_ids)
         # a single fault during the rerun: the primary of a new epoch dies before the writes
         cluster.kill_worker(holders(cluster, sh, 2)[0])
-        write(sh, 1, 1)  # pushes to the dead primary fail; the writer revives the partition
+        stats = write(sh, 1, 1)  # pushes to the dead primary fail; the writer revives the partition
+        assert stats["revived"] >= 1
         check_all(sh, want)
         assert sh.lost_maps()["lost"] == []  # the restarted workers' files still count
         app.unregister()
