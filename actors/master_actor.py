@@ -51,6 +51,7 @@ from croupier.core.commands import (
     RegisterApp,
     RegisterShuffle,
     RegisterWorker,
+    RerunMaps,
     RevivePartition,
     Status,
     WorkerHeartbeat,
@@ -387,7 +388,7 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, RegisterShuffle) and not events and command.shuffle_id is not None:
             # a repeated registration: the first one's reservations may never have arrived
             return shuffle_reserves(self.state, command.app_id, command.shuffle_id)
-        if isinstance(command, RegisterShuffle | RevivePartition):
+        if isinstance(command, RegisterShuffle | RevivePartition | RerunMaps):
             return reserves(self.state, events)
         return []
 
@@ -467,9 +468,11 @@ class MasterActor(pykka.ThreadingActor):
                 placed = by_id.get(id(loc.incarnations))
                 if placed is None:
                     placed = by_id[id(loc.incarnations)] = dict(loc.incarnations)
-                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, placed.get(loc.primary)))
+                # a location committed before a rerun is judged by its files, not its worker's memory
+                seen = {} if info.was_committed(p, loc.epoch) else placed
+                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, seen.get(loc.primary)))
                 if loc.replica is not None:
-                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, placed.get(loc.replica)))
+                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
         plan = CommitPlan(app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners))

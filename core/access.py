@@ -47,6 +47,8 @@ ACCESS: dict[int, Access] = {
     MsgType.GET_LOCATIONS_BATCH: Access.APP,
     MsgType.UNREGISTER_SHUFFLE: Access.APP,
     MsgType.GET_SHUFFLE: Access.APP,
+    MsgType.GET_LOST_MAPS: Access.APP,
+    MsgType.RERUN_MAPS: Access.APP,
     MsgType.PUSH: Access.APP,
     MsgType.OPEN_STREAM: Access.APP,
     MsgType.FETCH_CHUNK: Access.APP,

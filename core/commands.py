@@ -26,6 +26,7 @@ __all__ = [
     "ExpireApp",
     "GetLocations",
     "GetLocationsBatch",
+    "GetLostMaps",
     "GetShuffle",
     "LoseWorker",
     "MapperEnd",
@@ -34,6 +35,7 @@ __all__ = [
     "RegisterShuffle",
     "RegisterWorker",
     "ReportCommit",
+    "RerunMaps",
     "RevivePartition",
     "Status",
     "TakeOver",
@@ -47,6 +49,7 @@ __all__ = [
 MAX_PARTITIONS = 1_000_000
 MAX_MAPPERS = 10_000_000
 MAX_PARTITIONS_PER_CALL = 10_000  # GetLocationsBatch
+MAX_RERUN_MAPS = 100_000  # RerunMaps: map ids per call
 MAX_HELD = 1_000  # WorkerHeartbeat.held: (app, shuffle) keys asked about per heartbeat
 MAX_DIRS = 256  # WorkerHeartbeat.dirs: data directories reported per heartbeat
 DirReport = tuple[str, int, int, int, bool]  # path, free, total, reserve (bytes), healthy
@@ -434,6 +437,40 @@ class TakeOver(Command):
         check_tcp_url(self.leader, "leader")
 
 
+@dataclass(frozen=True, slots=True)
+class RerunMaps(Command):
+    """Reopen a committed shuffle for new attempts of exactly ``maps`` (their data is lost).
+
+    Each map's winner is dropped, its old winning attempt is refused from now on, and each
+    partition the maps declared gets a new epoch on healthy workers; the shuffle commits
+    again once every map has ended. Decided in ``croupier.core.rerun``.
+    """
+
+    TYPE = MsgType.RERUN_MAPS
+    app_id: str
+    shuffle_id: int
+    maps: tuple[int, ...]
+
+    def validate(self) -> None:
+        _shuffle(self)
+        if not 1 <= len(self.maps) <= MAX_RERUN_MAPS:
+            raise BadRequest(f"maps lists 1 to {MAX_RERUN_MAPS} map ids, got {len(self.maps)}")
+        for m in self.maps:
+            int_id("map_id", m)
+
+
+@dataclass(frozen=True, slots=True)
+class GetLostMaps(Command):
+    """Which winning maps of a shuffle have data on no live, valid copy (``croupier.core.rerun``)."""
+
+    TYPE = MsgType.GET_LOST_MAPS
+    WRITES = False
+    app_id: str
+    shuffle_id: int
+
+    validate = _shuffle
+
+
 INTERNAL_TYPES = frozenset({int(MsgType.TAKE_OVER)})
 
 
@@ -460,6 +497,8 @@ COMMAND_TYPES: dict[int, type[Command]] = {
         UnregisterShuffle,
         Status,
         TakeOver,
+        RerunMaps,
+        GetLostMaps,
     )
 }
 

@@ -8,7 +8,8 @@ them with ``apply``, and only then sends ``reply``. Errors are raised as
 Idempotence matters because clients retry across timeouts and failovers: a
 repeated ``MapperEnd``, ``RevivePartition``, ``RegisterApp`` (with an id) or
 ``RegisterShuffle`` (with a shuffle id or a request id) logs nothing new and
-returns the same answer.
+returns the same answer; so does a ``RerunMaps`` of maps still rerunning.
+``RerunMaps`` and ``GetLostMaps`` are decided in ``croupier.core.rerun``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from croupier.core.commands import (
     ExpireApp,
     GetLocations,
     GetLocationsBatch,
+    GetLostMaps,
     GetShuffle,
     LoseWorker,
     MapperEnd,
@@ -35,6 +37,7 @@ from croupier.core.commands import (
     RegisterShuffle,
     RegisterWorker,
     ReportCommit,
+    RerunMaps,
     RevivePartition,
     Status,
     TakeOver,
@@ -93,6 +96,7 @@ from croupier.core.replies import (
     WorkerHeartbeatReply,
     WorkerRow,
 )
+from croupier.core.rerun import get_lost_maps, rerun_maps
 from croupier.core.state import Location, MasterState, ShuffleInfo, WorkerInfo
 
 __all__ = ["Decision", "decide", "locations_batch_reply", "locations_reply", "shuffle_reply", "status_reply"]
@@ -498,6 +502,12 @@ def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Rand
         return MapperEndReply(winner[0], winner[0] == cmd.attempt_id, info.all_ended), []
     if info.commit is not None:  # pragma: no cover - commit needs every map ended
         raise Conflict("shuffle already committed")
+    if info.refuses(cmd.map_id, cmd.attempt_id):
+        raise Conflict(
+            f"attempt {cmd.attempt_id} of map {cmd.map_id} lost its data and was rerun;"
+            " a rerun uses a new attempt id",
+            {"maps": [cmd.map_id]},
+        )
     validate_bitmap(decode_bitmap(cmd.partitions), info.num_partitions, cmd.touched)
     ended = len(info.winners) + 1
     return MapperEndReply(cmd.attempt_id, True, ended == info.num_mappers), [
@@ -620,6 +630,8 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
     UnregisterShuffle: _unregister_shuffle,
     Status: _status,
     TakeOver: _take_over,
+    RerunMaps: rerun_maps,
+    GetLostMaps: get_lost_maps,
 }
 
 

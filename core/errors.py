@@ -189,6 +189,16 @@ class DataLostError(CroupierError):
         return [[int(m), int(p)] for m, p in self.details.get("maps", [])]
 
     @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The ``(map_id, partition)`` pairs whose data is missing, as tuples (``maps`` as pairs)."""
+        return [(m, p) for m, p in self.maps]
+
+    @property
+    def map_ids(self) -> list[int]:
+        """The ids of the maps with data missing, sorted, once each: what ``Shuffle.rerun`` takes."""
+        return sorted({m for m, _ in self.maps})
+
+    @property
     def workers(self) -> list[str]:
         return [str(w) for w in self.details.get("workers", [])]
 

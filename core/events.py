@@ -29,6 +29,7 @@ __all__ = [
     "Event",
     "LeaderChanged",
     "MapperEnded",
+    "MapsRerun",
     "PartitionRevived",
     "ShuffleCommitted",
     "ShuffleRegistered",
@@ -204,6 +205,24 @@ class ShuffleCommitted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class MapsRerun(Event):
+    """A committed shuffle reopened for new attempts of ``maps`` (``(lo, hi)`` ranges).
+
+    Their winners are dropped, and ``refused`` (``(map, attempt)``: the winning attempts
+    whose data was lost) may never win again; the commit is undone, and the shuffle commits
+    anew once every map has ended. The new epochs follow as ``PartitionRevived`` events
+    (reason ``"rerun"``) in the same decision.
+    """
+
+    KIND = "MapsRerun"
+    app_id: str
+    shuffle_id: int
+    maps: tuple[tuple[int, int], ...]
+    refused: tuple[tuple[int, int], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class ShuffleUnregistered(Event):
     KIND = "ShuffleUnregistered"
     app_id: str
@@ -234,6 +253,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ShuffleCommitted,
         ShuffleUnregistered,
         LeaderChanged,
+        MapsRerun,
     )
 }
 

@@ -26,6 +26,7 @@ __all__ = [
     "DecommissionReply",
     "LocationsBatchReply",
     "LocationsReply",
+    "LostMapsReply",
     "MapperEndReply",
     "MasterInfo",
     "PartitionLocation",
@@ -35,6 +36,7 @@ __all__ = [
     "RegisterAppReply",
     "RegisterWorkerReply",
     "Reply",
+    "RerunReply",
     "Revived",
     "ShuffleReadState",
     "ShuffleSummary",
@@ -396,8 +398,36 @@ class PingReply:
     term: int
 
 
+@dataclass(frozen=True, slots=True)
+class LostMapsReply:
+    """GET_LOST_MAPS: ``lost`` holds ``(partition, lo, hi)``: winning maps ``lo..hi-1`` declared
+    the partition and their data there is on no live, valid copy. ``suspect`` the same for
+    copies whose workers restarted since (their files may be gone). ``rerunning``: ``(lo, hi)``
+    maps reopened by a rerun that have not ended again; ``rerun``: every map ever rerun."""
+
+    num_mappers: int
+    committed: bool
+    lost: tuple[tuple[int, int, int], ...]
+    suspect: tuple[tuple[int, int, int], ...]
+    rerunning: tuple[tuple[int, int], ...]
+    rerun: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RerunReply:
+    """RERUN_MAPS: the maps reopened (``(lo, hi)`` ranges), the new epochs placed for them
+    (``(partition, epoch)``), and ``started``: False when every map was already rerunning
+    (a repeat: nothing logged)."""
+
+    maps: tuple[tuple[int, int], ...]
+    epochs: tuple[tuple[int, int], ...]
+    started: bool
+
+
 Reply = (
-    RegisterWorkerReply
+    LostMapsReply
+    | RerunReply
+    | RegisterWorkerReply
     | WorkerHeartbeatReply
     | ChangedReply
     | DecommissionReply

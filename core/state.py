@@ -13,7 +13,8 @@ State (everything here is rebuilt by folding the log; nothing else is):
     apps      app id -> AppInfo
     shuffles  (app id, shuffle id) -> ShuffleInfo (placement, revivals,
               winning attempts with their declared partition bitmaps, commit outcome,
-              the client's request id)
+              the client's request id; after a rerun, the refused attempts, the maps
+              ever rerun and the epochs committed before it: ``croupier.core.rerun``)
     term, leader, seq   the last LeaderChanged, and the log position folded so far
 
 ``ShuffleInfo.derived`` is not state: caches computed from the fields above (one
@@ -43,6 +44,7 @@ from croupier.core.events import (
     Event,
     LeaderChanged,
     MapperEnded,
+    MapsRerun,
     PartitionRevived,
     ShuffleCommitted,
     ShuffleRegistered,
@@ -236,6 +238,7 @@ class Derived:
     bitmap_runs: RunCache[bytes | None] = field(default_factory=lambda: RunCache(_BITMAP_RUNS_MIN))
     maps: dict[int, Ranges | None] = field(default_factory=dict)  # partition -> declaring maps
     lost_maps: dict[int, Ranges] | None = None  # partition -> missing maps, from the commit
+    refused: frozenset[tuple[int, int]] | None = None  # ``ShuffleInfo.refused`` as a set
 
 
 @dataclass(slots=True)
@@ -252,6 +255,13 @@ class ShuffleInfo:
     winners: dict[int, Winner] = field(default_factory=dict)
     commit: CommitInfo | None = None
     request_id: str | None = None
+    # reruns (``croupier.core.rerun``): (map, attempt) pairs that lost their data and may never
+    # win again, and the (lo, hi) ranges of every map ever rerun
+    refused: tuple[tuple[int, int], ...] = ()
+    rerun: tuple[tuple[int, int], ...] = ()
+    # (partition, n): epochs 0..n-1 were committed before the last rerun (a partition not
+    # listed: epoch 0); only meaningful once ``rerun`` is set
+    committed_epochs: tuple[tuple[int, int], ...] = ()
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -281,6 +291,31 @@ class ShuffleInfo:
         self.winners[map_id] = (attempt, touched, bitmap)
         self.derived.winner_runs.add(map_id, attempt)
         self.derived.bitmap_runs.add(map_id, bitmap)
+
+    def was_committed(self, partition: int, epoch: int) -> bool:
+        """Whether a commit before the last rerun covered this location: its files are on disk,
+        so a worker restarted since still serves them (its memory no longer matters)."""
+        if not self.rerun:
+            return False
+        return epoch < dict(self.committed_epochs).get(partition, 1)
+
+    def refuses(self, map_id: int, attempt: int) -> bool:
+        """Whether a rerun refused this attempt of the map (its data was lost)."""
+        if not self.refused:
+            return False
+        if self.derived.refused is None:
+            self.derived.refused = frozenset(self.refused)
+        return (map_id, attempt) in self.derived.refused
+
+    def drop_winners(self, maps: set[int]) -> None:
+        """Forget the winners of ``maps`` (a rerun) and rebuild the caches derived from them."""
+        for m in maps:
+            del self.winners[m]
+        winners, self.winners = self.winners, {}
+        self.derived = Derived()
+        self.__post_init__()
+        for m, (attempt, touched, bitmap) in sorted(winners.items()):
+            self.add_winner(m, attempt, touched, bitmap)
 
     def winner_runs(self) -> tuple[Run, ...]:
         """The winners as sorted maximal ``(lo, hi, attempt)`` runs (no O(num_mappers) work)."""
@@ -593,6 +628,23 @@ def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
     )
 
 
+def _maps_rerun(state: MasterState, event: MapsRerun) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if info.commit is None:
+        raise InvalidEvent(f"MapsRerun of shuffle {event.app_id}/{event.shuffle_id}, which is not committed")
+    maps = {m for lo, hi in event.maps for m in range(lo, hi)}
+    if not maps or any(m not in info.winners for m in maps):
+        raise InvalidEvent(f"MapsRerun names maps without a winner: {sorted(maps)[:10]}")
+    if any(info.winners.get(m, (None,))[0] != a for m, a in event.refused):
+        raise InvalidEvent("MapsRerun refuses an attempt that is not the map's winner")
+    info.drop_winners(maps)
+    info.committed_epochs = tuple(sorted((p, len(locs) + 1) for p, locs in info.revivals.items()))
+    info.commit = None
+    info.refused = tuple(sorted({*info.refused, *event.refused}))
+    info.derived.refused = None
+    info.rerun = ranges(sorted(maps | {m for lo, hi in info.rerun for m in range(lo, hi)}))
+
+
 def _shuffle_unregistered(state: MasterState, event: ShuffleUnregistered) -> None:
     info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
     _release(state, info)
@@ -622,6 +674,7 @@ _APPLIERS: dict[type[Event], Callable[[MasterState, Any], None]] = {
     ShuffleCommitted: _shuffle_committed,
     ShuffleUnregistered: _shuffle_unregistered,
     LeaderChanged: _leader_changed,
+    MapsRerun: _maps_rerun,
 }
 
 

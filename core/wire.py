@@ -82,6 +82,8 @@ class MsgType(IntEnum):
     UNREGISTER_SHUFFLE = 35
     GET_SHUFFLE = 36
     GET_LOCATIONS_BATCH = 37
+    RERUN_MAPS = 38
+    GET_LOST_MAPS = 39
     STATUS = 40
     TAKE_OVER = 41
     # worker data plane (JSON body + raw payload frames, see core/dataplane.py)

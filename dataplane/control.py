@@ -93,7 +93,11 @@ class ControlHandler:
         if request.msg_type == MsgType.RESERVE:
             reserve = from_json(Reserve, request.body)
             reserve.validate()
-            responder.ok(encode_reply(ReserveReply(self._reservations.reserve(reserve))))
+            held = self._reservations.reserve(reserve)
+            if reserve.revived:  # a revive before the commit, or a rerun's new epoch after it
+                where = [(p, e) for p, e, *_ in reserve.revived]
+                self._locations.reopen(reserve.app_id, reserve.shuffle_id, where)
+            responder.ok(encode_reply(ReserveReply(held)))
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()

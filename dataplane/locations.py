@@ -58,6 +58,8 @@ class Locations:
         self._shards: list[Owner] = []
         self._owners: dict[LocationKey, Owner] = {}
         self._committing: set[tuple[str, int]] = set()
+        # (partition, epoch) locations a rerun placed here after the shuffle committed
+        self._reopened: dict[tuple[str, int], set[tuple[int, int]]] = {}
 
     def open(self, shards: int, start: Callable[[], Owner]) -> None:
         """Start ``shards`` actors now (0: one per location, started by ``admit``)."""
@@ -98,7 +100,7 @@ class Locations:
             for key in keys:
                 if key not in self._owners:
                     new.append(key)
-                if self._committing and (key.app_id, key.shuffle_id) in self._committing:
+                if self._sealed(key):
                     raise StaleLocation(
                         f"shuffle {key.app_id}/{key.shuffle_id} is committed here;"
                         f" {key.name} takes no more data"
@@ -110,6 +112,21 @@ class Locations:
             for key in new:
                 self._owners[key] = self._owner_for(key)
             return True
+
+    def _sealed(self, key: LocationKey) -> bool:
+        # lock held
+        shuffle = (key.app_id, key.shuffle_id)
+        if not self._committing or shuffle not in self._committing:
+            return False
+        return (key.partition, key.epoch) not in self._reopened.get(shuffle, ())
+
+    def reopen(self, app_id: str, shuffle_id: int, where: Iterable[tuple[int, int]]) -> None:
+        """Admit these ``(partition, epoch)`` locations even though the shuffle committed here:
+        a rerun placed them (``RESERVE`` of revived locations); the next commit covers them.
+        A shuffle not committed here needs nothing (a revive before the commit)."""
+        with self._lock:
+            if (app_id, shuffle_id) in self._committing:
+                self._reopened.setdefault((app_id, shuffle_id), set()).update(where)
 
     def _owner_for(self, key: LocationKey) -> Owner:
         # lock held
@@ -159,6 +176,8 @@ class Locations:
             self._committing = {
                 s for s in self._committing if not (s[0] == app_id and shuffle_id in (None, s[1]))
             }
+            for s in [s for s in self._reopened if s[0] == app_id and shuffle_id in (None, s[1])]:
+                del self._reopened[s]
             for owner, mine in self._by_owner(keys).items():
                 with contextlib.suppress(pykka.ActorDeadError):
                     done.append(owner.ask(Drop(mine), block=False))

@@ -45,9 +45,11 @@ from croupier._writer import Writer
 from croupier.core.codec import to_json
 from croupier.core.commands import (
     AppHeartbeat,
+    GetLostMaps,
     GetShuffle,
     RegisterApp,
     RegisterShuffle,
+    RerunMaps,
     Status,
     UnregisterApp,
     UnregisterShuffle,
@@ -64,7 +66,9 @@ from croupier.core.errors import (
 from croupier.core.replies import (
     AppHeartbeatReply,
     ChangedReply,
+    LostMapsReply,
     RegisterAppReply,
+    RerunReply,
     ShuffleSummary,
     decode_reply,
 )
@@ -512,6 +516,42 @@ class Shuffle:
 
     def _summary(self) -> ShuffleSummary:
         return self.client._master.request(GetShuffle(self.app_id, self.shuffle_id), ShuffleSummary)
+
+    def lost_maps(self) -> dict[str, Any]:
+        """The master's view of lost data (``GET_LOST_MAPS``), as JSON values: ``lost`` and
+        ``suspect`` hold ``[partition, lo, hi]`` (maps ``lo..hi-1``), ``rerunning`` and ``rerun``
+        hold ``[lo, hi]`` ranges; ``num_mappers``, ``committed``."""
+        reply = self.client._master.request(GetLostMaps(self.app_id, self.shuffle_id), LostMapsReply)
+        return dict(to_json(reply))
+
+    def lost_map_ids(self) -> list[int]:
+        """The ids of the maps whose data is lost or suspect (what ``rerun`` accepts)."""
+        view = self.lost_maps()
+        return sorted({m for _, lo, hi in (*view["lost"], *view["suspect"]) for m in range(lo, hi)})
+
+    def rerun(self, maps: Iterable[int]) -> RerunReply:
+        """Reopen the committed shuffle for new attempts of exactly ``maps`` (their data is lost).
+
+        Write each of them again with ``writer(map_id, attempt_id)`` and a new attempt id (the
+        lost attempt is refused); the shuffle commits again once all have ended, and readers
+        then read the new attempts in place of the lost ones. A repeat while they are still
+        rerunning is answered without change (``started`` False).
+
+        Raises:
+            Conflict: some maps' data is not lost (``details["maps"]`` names them), or the
+                shuffle is not committed (yet, or again after another rerun).
+        """
+        ids = tuple(sorted(set(maps)))
+        reply = self.client._master.request(RerunMaps(self.app_id, self.shuffle_id, ids), RerunReply)
+        self.routing = Routing.from_summary(self._summary())  # the new epochs
+        log.info(
+            "shuffle %s/%d: rerunning maps %s (%d epochs)",
+            self.app_id,
+            self.shuffle_id,
+            ids,
+            len(reply.epochs),
+        )
+        return reply
 
     def unregister(self) -> bool:
         """Unregister the shuffle (workers delete its files). Returns whether it existed."""

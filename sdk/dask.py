@@ -40,6 +40,13 @@ records of every other attempt, so the output is the same however often a map ru
 Recomputing ``out`` after the shuffle committed is fine too: the new map attempts are
 superseded and the reduces read the committed data.
 
+Recovery. The reduces also get a ``Lineage``: the input partitions as Dask ``Delayed``
+objects, which they do not depend on. A reduce whose read raises ``DataLostError`` (both
+copies of some map output gone after the commit) waits until the master names those maps
+lost, reruns the master's lost set with ``Shuffle.rerun``, computes those maps' input
+partitions again (synchronous scheduler, inside the task), writes them as new attempts and
+reads again (``recover``). ``recovery_stats`` reports how many maps were rerun, of how many.
+
 Lifetime. ``shuffle(...)`` does not unregister its app: it lives while tasks use it
 (each task sends an app heartbeat) and expires ``app_timeout`` (master setting,
 300 s by default) after the last one. ``ShuffleService`` unregisters its app on exit,
@@ -51,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Sequence
 from types import TracebackType
@@ -59,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Self
 import croupier
 from croupier.core.commands import AppHeartbeat
 from croupier.core.config import ClientConfig
-from croupier.core.errors import CroupierError
+from croupier.core.errors import Conflict, CroupierError, DataLostError
 from croupier.core.replies import AppHeartbeatReply, ChangedReply
 
 if TYPE_CHECKING:
@@ -69,11 +77,14 @@ if TYPE_CHECKING:
     from croupier._client import App, Client, Shuffle
 
 __all__ = [
+    "Lineage",
     "ShuffleService",
     "ShuffleSpec",
     "build_graph",
     "map_partition",
     "new_attempt_id",
+    "recover",
+    "recovery_stats",
     "reduce_partition",
     "shuffle",
     "unregister",
@@ -98,6 +109,9 @@ class ShuffleSpec:
         handle: the shuffle's ``Shuffle.handle()``, which tasks open it with (it carries the
             app key: left out of ``repr``). None: tasks open it by its ids (a cluster
             without a secret only).
+        recover: reduces rerun lost maps from their inputs (``recover``) instead of failing.
+        lost_wait: seconds a reduce waits for the master to name the lost maps (it declares
+            a dead worker lost after ``--worker-timeout``).
     """
 
     url: str
@@ -108,12 +122,35 @@ class ShuffleSpec:
     num_mappers: int
     config: ClientConfig | None = None
     handle: str | None = dataclasses.field(default=None, repr=False)
+    recover: bool = True
+    lost_wait: float = 300.0
 
     def open(self, client: Client) -> Shuffle:
         """The shuffle, opened on ``client`` (by its handle when the spec has one)."""
         if self.handle is not None:
             return client.open_shuffle(self.handle)
         return client.open_shuffle(self.app_id, self.shuffle_id)
+
+
+class Lineage:
+    """The input partitions of a shuffle's maps, as Dask ``Delayed`` objects, so that a reduce
+    that finds map output lost can compute exactly those inputs again (``recover``).
+
+    A plain class on purpose: Dask does not look inside it, so the reduces do not depend on
+    the inputs (they are computed again only when their map's output is lost).
+    """
+
+    def __init__(self, parts: Sequence[Any]) -> None:
+        self.parts = list(parts)
+
+    def compute(self, map_id: int) -> pd.DataFrame:
+        """Input partition ``map_id``, computed again here (Dask's synchronous scheduler)."""
+        part: pd.DataFrame = self.parts[map_id].compute(scheduler="sync")
+        return part
+
+
+def _lineage(lineage: Lineage) -> Lineage:
+    return lineage
 
 
 def new_attempt_id() -> int:
@@ -221,25 +258,126 @@ def _conform(out: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def reduce_partition(partition: int, barrier: int, spec: ShuffleSpec, meta: pd.DataFrame) -> pd.DataFrame:
+def reduce_partition(
+    partition: int, barrier: int, spec: ShuffleSpec, meta: pd.DataFrame, lineage: Lineage | None = None
+) -> pd.DataFrame:
     """The reduce task: ``partition``'s rows as one pandas DataFrame shaped like ``meta``.
 
-    ``barrier`` is only there to depend on the barrier task (every map has ended).
+    ``barrier`` is only there to depend on the barrier task (every map has ended). With
+    ``lineage`` (and ``spec.recover``), a ``DataLostError`` makes the task rerun the lost
+    maps from their inputs (``recover``) and read again, up to ``RECOVERY_ROUNDS`` times.
     """
     del barrier
     import pyarrow as pa
 
-    tables = []
+    tables: list[Any] = []
     with croupier.connect(spec.url, config=spec.config) as client:
         sh = spec.open(client)  # first: the client then knows the app's key
         _heartbeat(client, spec.app_id)
-        for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
-            with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
-                tables.append(stream.read_all())
+        for round_ in range(RECOVERY_ROUNDS + 1):
+            try:
+                tables = _read_tables(sh, partition)
+                break
+            except DataLostError as exc:
+                if lineage is None or not spec.recover or round_ == RECOVERY_ROUNDS or not exc.map_ids:
+                    raise
+                recover(sh, exc, spec, lineage)
     if not tables:
         return meta.copy()
     table = pa.concat_tables(tables, promote_options="permissive")
     return _conform(table.to_pandas(), meta)
+
+
+def _read_tables(sh: Shuffle, partition: int) -> list[Any]:
+    import pyarrow as pa
+
+    tables = []
+    for record in sh.reader(partition).views():  # no copy: Arrow reads the fetched chunks
+        with pa.ipc.open_stream(pa.py_buffer(record)) as stream:
+            tables.append(stream.read_all())
+    return tables
+
+
+RECOVERY_ROUNDS = 5  # reads after a DataLostError, each after a rerun (others' reruns commit between)
+
+
+def recover(sh: Shuffle, exc: DataLostError, spec: ShuffleSpec, lineage: Lineage) -> list[int]:
+    """Rerun the maps ``exc`` names, from their inputs; returns the maps this call wrote.
+
+    Waits (up to ``spec.lost_wait`` seconds) until the master names them lost too (it
+    declares a dead worker lost after its ``--worker-timeout``); maps another reduce has
+    rerun since need nothing more. Then ``Shuffle.rerun`` reopens the shuffle for the
+    master's whole lost set (not only this partition's) and each of those maps runs again,
+    from its input partition, with a new attempt. If another reduce's rerun is under
+    way (``CONFLICT``: the shuffle is not committed), nothing is written here: reading
+    again waits for that rerun's commit, and a loss left over comes back as a new error.
+
+    Raises:
+        DataLostError: ``exc``, when the master never names its maps lost.
+    """
+    chosen = _wait_until_named(sh, exc, spec)
+    if not chosen:
+        return []
+    try:
+        sh.rerun(chosen)
+    except Conflict as refused:
+        log.info("shuffle %s/%d: rerun of maps %s refused (%s); reading again", *_ids(spec), chosen, refused)
+        return []
+    for m in chosen:
+        map_partition(lineage.compute(m), m, spec)
+    stats = recovery_stats(spec)
+    log.warning(
+        "shuffle %s/%d: data of maps %s was lost; reran them (%d of %d maps rerun so far)",
+        *_ids(spec),
+        chosen,
+        stats["rerun_maps"],
+        stats["num_mappers"],
+    )
+    return chosen
+
+
+def _wait_until_named(sh: Shuffle, exc: DataLostError, spec: ShuffleSpec) -> list[int]:
+    """The maps to rerun once the master names ``exc``'s maps lost (or suspect): every map
+    surely lost, and the suspect ones (on restarted workers) this read proved gone. Empty
+    when there is nothing to do but read again: a rerun is under way, or another reduce's
+    rerun fixed them already.
+
+    Raises:
+        DataLostError: ``exc``, when the master does not name them within ``spec.lost_wait``.
+    """
+    deadline = time.monotonic() + spec.lost_wait
+    while True:
+        view = sh.lost_maps()
+        if not view["committed"]:
+            return []  # a rerun is under way: read again once it commits
+        lost = {m for _, lo, hi in view["lost"] for m in range(lo, hi)}
+        suspect = {m for _, lo, hi in view["suspect"] for m in range(lo, hi)}
+        fixed = {m for lo, hi in view["rerun"] for m in range(lo, hi)} - lost - suspect
+        pending = set(exc.map_ids) - fixed
+        if not pending:
+            return []
+        if pending <= lost | suspect:
+            return sorted(lost | (pending & suspect))
+        if time.monotonic() > deadline:
+            raise exc
+        time.sleep(0.2)
+
+
+def _ids(spec: ShuffleSpec) -> tuple[str, int]:
+    return spec.app_id, spec.shuffle_id
+
+
+def recovery_stats(spec: ShuffleSpec) -> dict[str, int]:
+    """How many of the shuffle's maps were ever rerun after a loss, out of how many:
+    ``{"rerun_maps": k, "num_mappers": n, "lost_maps": maps lost and not rerun yet}``."""
+    with croupier.connect(spec.url, config=spec.config) as client:
+        view = client.open_shuffle(spec.app_id, spec.shuffle_id).lost_maps()
+    lost = {m for _, lo, hi in view["lost"] for m in range(lo, hi)}
+    return {
+        "rerun_maps": sum(hi - lo for lo, hi in view["rerun"]),
+        "num_mappers": int(view["num_mappers"]),
+        "lost_maps": len(lost),
+    }
 
 
 def build_graph(df: dd.DataFrame, spec: ShuffleSpec) -> dd.DataFrame:
@@ -261,9 +399,17 @@ def build_graph(df: dd.DataFrame, spec: ShuffleSpec) -> dd.DataFrame:
     barrier = delayed(_barrier, pure=False)(
         maps, dask_key_name=f"croupier-barrier-{spec.app_id}-{spec.shuffle_id}"
     )
+    lineage = delayed(_lineage, pure=False)(
+        Lineage(parts), dask_key_name=f"croupier-lineage-{spec.app_id}-{spec.shuffle_id}"
+    )
     reduces = [
         delayed(reduce_partition, pure=False)(
-            j, barrier, spec, meta, dask_key_name=f"croupier-reduce-{spec.app_id}-{spec.shuffle_id}-{j}"
+            j,
+            barrier,
+            spec,
+            meta,
+            lineage,
+            dask_key_name=f"croupier-reduce-{spec.app_id}-{spec.shuffle_id}-{j}",
         )
         for j in range(spec.npartitions)
     ]
@@ -414,6 +560,10 @@ class ShuffleService:
     ) -> dd.DataFrame:
         """Like ``croupier.dask.shuffle``, in this service's app."""
         return build_graph(df, self.register(df, on, npartitions, replicate=replicate))
+
+    def recovery_stats(self) -> list[dict[str, int]]:
+        """``croupier.dask.recovery_stats`` of each shuffle registered so far, in order."""
+        return [recovery_stats(spec) for spec in self.specs]
 
     def close(self) -> None:
         """Unregister the app (deleting every shuffle's data) and disconnect. Idempotent."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from croupier.core import commands as c
-from croupier.core.bitmap import encode_bitmap
+from croupier.core.bitmap import encode_bitmap, from_partitions
 
 WORKERS = [f"w{i}" for i in range(5)]
 APPS = ["a0", "a1", "a2"]
@@ -147,8 +147,33 @@ busy: st.SearchStrategy[c.Command] = st.one_of(
         partition=st.integers(0, 7),
         epoch=st.integers(0, 2),
     ),
+    # reruns (issue 16): of lost maps (after a ReportCommit with lost_maps, or lost workers) or not
+    st.builds(
+        c.RerunMaps,
+        app_id=live_apps,
+        shuffle_id=st.integers(0, 1),
+        maps=st.lists(st.integers(0, 2), min_size=1, max_size=3).map(tuple),
+    ),
+    st.builds(c.GetLostMaps, app_id=live_apps, shuffle_id=st.integers(0, 1)),
 )
-# a cluster is set up first, then anything may happen
+
+
+def _finish(lost: int) -> list[c.Command]:
+    """Every map of a0/0 ends, it commits with map ``lost``'s data gone, and that map reruns."""
+    declared = encode_bitmap(from_partitions([0, 1], 4))
+    return [
+        c.MapperEnd("a0", 0, 0, 0, 2, declared),
+        c.MapperEnd("a0", 0, 1, 0, 2, declared),
+        c.ReportCommit("a0", 0, lost_maps=((1, lost, lost + 1),)),
+        c.RerunMaps("a0", 0, (lost,)),
+    ]
+
+
+# a cluster is set up first, then anything may happen (sometimes a commit and a rerun midway)
 scenarios: st.SearchStrategy[list[c.Command]] = st.builds(
-    lambda head, tail: [*head, *tail], setup, st.lists(busy, min_size=5, max_size=80)
+    lambda head, tail, finish, more: [*head, *tail, *finish, *more],
+    setup,
+    st.lists(busy, min_size=5, max_size=60),
+    st.sampled_from([[], _finish(0), _finish(1), _finish(0)[:3]]),
+    st.lists(busy, max_size=20),
 )

@@ -121,6 +121,8 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
         "incarnations": incarnations,
         "lost_copies": st.lists(st.tuples(small, st.integers(0, 2), workers), max_size=3).map(tuple),
         "lost_partitions": st.lists(small, max_size=3).map(tuple),
+        "maps": st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 4)), max_size=2).map(tuple),
+        "refused": st.just(()) | st.lists(st.tuples(small, st.integers(0, 2)), max_size=2).map(tuple),
         "lost_maps": st.lists(st.tuples(small, st.integers(0, 2), st.integers(1, 5)), max_size=2).map(tuple),
         "partitions": st.none() | st.sampled_from(["AA==", "AQ==", "Aw==", "/w==", "AAA=", "AQA=", "!"]),
         "request_id": st.none() | st.sampled_from(["r1", "r2"]),
@@ -146,11 +148,17 @@ def _event_of(draw: st.DrawFn, kind: type[Event], state: MasterState) -> Event:
     # most checks are about a registered shuffle and its current epoch: aim at them half the time,
     # so that an event gets past the first checks and fails (or not) on a later one
     if "shuffle_id" in values and state.shuffles and draw(st.booleans()):
-        key = draw(st.sampled_from(sorted(state.shuffles)))
+        committed = sorted(k for k, i in state.shuffles.items() if i.commit is not None)
+        aim = committed if "refused" in values and committed else sorted(state.shuffles)  # MapsRerun
+        key = draw(st.sampled_from(aim))
         values["app_id"], values["shuffle_id"] = key
         info = state.shuffles[key]
         if "epoch" in values and 0 <= values["partition"] < info.num_partitions and draw(st.booleans()):
             values["epoch"] = info.current(values["partition"]).epoch + 1
+        if "refused" in values and info.winners and draw(st.booleans()):  # MapsRerun of a winner
+            m = draw(st.sampled_from(sorted(info.winners)))
+            values["maps"] = ((m, m + 1),)
+            values["refused"] = draw(st.sampled_from([(), ((m, info.winners[m][0]),)]))
     return kind(**values)
 
 
