@@ -1,0 +1,423 @@
+"""A small map-reduce engine on Croupier: executor processes that exit after their task.
+
+Usage::
+
+    import croupier.engine
+
+    def words(line):
+        for word in line.split():
+            yield word, 1
+
+    if __name__ == "__main__":  # executors are spawned: the main module is imported again
+        counts = croupier.engine.map_reduce(lines, words, lambda word, ones: sum(ones))
+
+How it runs. ``map_reduce`` registers an app and one shuffle (``num_mappers = len(inputs)``)
+on the cluster at ``url``, or on an embedded one it starts (``LocalCluster`` with worker
+processes, stopped at the end). Then, with at most ``executors`` processes alive at a time:
+
+* one **map task** per input item, in a fresh process (``multiprocessing``, spawn): it opens
+  the shuffle by its handle, writes every ``(key, value)`` that ``map_fn(item)`` yields to
+  partition ``partition_of(key, num_partitions)``, closes its writer (``MapperEnd``) and exits;
+* once **every mapper process has exited** (as under dynamic allocation: the map output lives
+  on the Croupier workers, not in the executors), ``reducers`` **reduce tasks**, each a fresh
+  process too: task ``r`` reads partitions ``r, r + reducers, ...``, groups the values by key
+  and returns ``{key: reduce_fn(key, values)}``. ``map_reduce`` merges these dicts.
+
+The app is unregistered at the end (its shuffle files are deleted), also on failure.
+
+Shipping. The functions and the input items travel to the executors with ``cloudpickle``
+(lambdas and closures too); so do the results, back. Records are ``pickle`` (protocol 5) of
+``(key, value)``, or ``cloudpickle`` when pickle cannot take a value; they are unpickled by
+reduce tasks only. The Croupier servers move them as opaque bytes and never unpickle
+anything (DESIGN §9).
+
+Keys. A key's partition is ``zlib.crc32(canonical bytes of the key) % num_partitions``,
+stable across processes and runs (Python's ``hash`` of a str is salted per process, so it
+cannot be used). Supported keys: ``str``, ``bytes``, ``int``, ``bool``, ``float``, ``None``
+and tuples of these, nested. Keys that compare equal get the same bytes (``True``, ``1`` and
+``1.0`` alike), so they meet in one reduce call. Any other key fails its map task with a
+``TypeError`` naming the type.
+
+Attempts. A task that raises or whose process dies is run again in a new process, up to
+``task_attempts`` times; a map's new attempt writes with a new ``attempt_id`` and the first
+attempt to end wins, so the output is the same. After the last attempt ``map_reduce``
+raises :class:`TaskFailed` with the task's remote traceback, the task's exception (when it
+could be unpickled here) as its ``__cause__``.
+
+``reduce_fn`` gets the values of one key as a list in no particular order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import multiprocessing
+import pickle
+import struct
+import time
+import traceback
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+import cloudpickle  # type: ignore[import-untyped]
+
+import croupier
+from croupier.core.config import ClientConfig
+
+__all__ = ["TaskEvent", "TaskFailed", "map_reduce", "partition_of"]
+
+_U32 = struct.Struct("<I")
+_F64 = struct.Struct("<d")
+
+
+class TaskFailed(Exception):
+    """A map or reduce task failed on its last attempt.
+
+    Attributes:
+        kind: ``"map"`` or ``"reduce"``.
+        index: the map id, or the reduce task's number.
+        attempts: how many attempts ran.
+        remote_traceback: the task's traceback as text ("" when its process died silently).
+    """
+
+    def __init__(self, kind: str, index: int, attempts: int, reason: str, remote_traceback: str = "") -> None:
+        text = f"{kind} task {index} failed (attempt {attempts} of {attempts}): {reason}"
+        if remote_traceback:
+            text += f"\n\nThe executor's traceback:\n{remote_traceback}"
+        super().__init__(text)
+        self.kind = kind
+        self.index = index
+        self.attempts = attempts
+        self.reason = reason
+        self.remote_traceback = remote_traceback
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEvent:
+    """What ``on_task`` is told: an executor process started (``exitcode`` None) or exited.
+
+    ``time`` is ``time.time()`` in the driver when it saw the start, or reaped the process.
+    """
+
+    kind: str
+    index: int
+    attempt: int
+    pid: int
+    event: str  # "start" | "exit"
+    time: float
+    exitcode: int | None = None
+
+
+# -- keys and records -------------------------------------------------------------------------
+
+
+def _encode_key(key: Any, out: bytearray) -> None:
+    """Append the canonical bytes of ``key``; keys that compare equal encode the same."""
+    if key is None:
+        out += b"N"
+    elif isinstance(key, int) or (isinstance(key, float) and key.is_integer()):
+        text = str(int(key)).encode()
+        out += b"i" + _U32.pack(len(text)) + text
+    elif isinstance(key, float):
+        out += b"f" + _F64.pack(key)
+    elif isinstance(key, str):
+        data = key.encode("utf-8", "surrogatepass")
+        out += b"s" + _U32.pack(len(data)) + data
+    elif isinstance(key, bytes):
+        out += b"b" + _U32.pack(len(key)) + key
+    elif isinstance(key, tuple):
+        out += b"t" + _U32.pack(len(key))
+        for item in key:
+            _encode_key(item, out)
+    else:
+        raise TypeError(
+            "map_reduce keys are str, bytes, int, bool, float, None or tuples of them"
+            f" (a stable hash is needed across processes); got {type(key).__name__}"
+        )
+
+
+def partition_of(key: Any, num_partitions: int) -> int:
+    """The partition of ``key``: crc32 of its canonical bytes, modulo ``num_partitions``.
+
+    Raises:
+        TypeError: an unsupported key type (see the module docstring).
+    """
+    out = bytearray()
+    _encode_key(key, out)
+    return zlib.crc32(out) % num_partitions
+
+
+def _dump_record(key: Any, value: Any) -> bytes:
+    try:
+        return pickle.dumps((key, value), protocol=5)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return bytes(cloudpickle.dumps((key, value), protocol=5))
+
+
+# -- tasks (they run in the executors) ---------------------------------------------------------
+
+
+@dataclass
+class _Task:
+    kind: str
+    index: int
+    url: str
+    config: ClientConfig
+    handle: str
+    fn: Callable[..., Any]
+    item: Any = None  # a map's input
+    partitions: tuple[int, ...] = ()  # a reduce's partitions
+    attempt: int = 0
+
+    def run(self) -> Any:
+        with croupier.connect(self.url, config=self.config) as client:
+            shuffle = client.open_shuffle(self.handle)
+            if self.kind == "map":
+                return self._map(shuffle)
+            return self._reduce(shuffle)
+
+    def _map(self, shuffle: croupier.Shuffle) -> int:
+        n = shuffle.num_partitions
+        records = 0
+        with shuffle.writer(self.index, self.attempt) as writer:
+            for key, value in self.fn(self.item):
+                writer.write(partition_of(key, n), _dump_record(key, value))
+                records += 1
+        return records
+
+    def _reduce(self, shuffle: croupier.Shuffle) -> dict[Any, Any]:
+        results: dict[Any, Any] = {}
+        for reader in shuffle.readers(self.partitions):
+            groups: dict[Any, list[Any]] = {}
+            for record in reader:
+                key, value = pickle.loads(record)
+                groups.setdefault(key, []).append(value)
+            for key, values in groups.items():
+                results[key] = self.fn(key, values)
+        return results
+
+
+def _executor_main(payload: bytes, conn: Connection) -> None:
+    """An executor process: run one task, send back ``("ok", result)`` or an error, exit."""
+    try:
+        task: _Task = pickle.loads(payload)
+        message: tuple[Any, ...] = ("ok", task.run())
+        data = cloudpickle.dumps(message, protocol=5)
+    except BaseException as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        try:
+            cause: bytes | None = cloudpickle.dumps(exc, protocol=5)
+        except Exception:
+            cause = None
+        data = cloudpickle.dumps(("error", reason, traceback.format_exc(), cause), protocol=5)
+    try:
+        conn.send_bytes(data)
+    finally:
+        conn.close()
+
+
+# -- the driver --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Running:
+    task: _Task
+    process: BaseProcess
+    conn: Connection
+    message: tuple[Any, ...] | None = None
+    eof: bool = False
+
+
+@dataclass
+class _Executors:
+    """Runs tasks in fresh spawned processes, at most ``limit`` alive at a time."""
+
+    limit: int
+    attempts: int
+    on_task: Callable[[TaskEvent], None] | None
+    running: list[_Running] = field(default_factory=list)
+
+    def run(self, tasks: list[_Task]) -> dict[int, Any]:
+        """Every task's result by index; returns once each of their processes has exited.
+
+        Raises:
+            TaskFailed: a task failed ``attempts`` times (the others are terminated).
+        """
+        pending = deque(tasks)
+        results: dict[int, Any] = {}
+        try:
+            while pending or self.running:
+                while pending and len(self.running) < self.limit:
+                    self._start(pending.popleft())
+                for done in self._wait():
+                    retry = self._finish(done, results)
+                    if retry is not None:
+                        pending.append(retry)
+        finally:
+            self._terminate()
+        return results
+
+    def _start(self, task: _Task) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe(duplex=False)
+        payload = cloudpickle.dumps(task, protocol=5)
+        process = ctx.Process(
+            target=_executor_main, args=(payload, theirs), name=f"croupier-{task.kind}-{task.index}"
+        )
+        process.start()
+        theirs.close()
+        self.running.append(_Running(task, process, ours))
+        self._tell(task, "start", process)
+
+    def _wait(self) -> list[_Running]:
+        """The running tasks whose process exited (their message read, if they sent one)."""
+        by_conn = {id(r.conn): r for r in self.running if r.message is None and not r.eof}
+        by_sentinel = {r.process.sentinel: r for r in self.running}
+        ready = wait([r.conn for r in by_conn.values()] + list(by_sentinel))
+        for obj in ready:
+            if isinstance(obj, Connection):
+                self._read(by_conn[id(obj)])
+        finished = []
+        for running in self.running:
+            if running.process.sentinel in ready:
+                running.process.join()
+                self._read(running)
+                finished.append(running)
+        return finished
+
+    @staticmethod
+    def _read(running: _Running) -> None:
+        """Read the task's one message if it is there; ``eof`` once it never will be."""
+        if running.message is not None or running.eof:
+            return
+        try:
+            if running.conn.poll():
+                running.message = pickle.loads(running.conn.recv_bytes())
+            elif not running.process.is_alive():
+                running.eof = True
+        except (EOFError, OSError):
+            running.eof = True
+
+    def _finish(self, running: _Running, results: dict[int, Any]) -> _Task | None:
+        """Record a finished task; the task to run again, if it failed and may."""
+        self.running.remove(running)
+        running.conn.close()
+        task, code = running.task, running.process.exitcode
+        self._tell(task, "exit", running.process)
+        message = running.message
+        if message is not None and message[0] == "ok" and code == 0:
+            results[task.index] = message[1]
+            return None
+        if task.attempt + 1 < self.attempts:
+            return dataclasses.replace(task, attempt=task.attempt + 1)
+        if message is not None and message[0] == "error":
+            _, reason, remote, cause = message
+            error = TaskFailed(task.kind, task.index, task.attempt + 1, reason, remote)
+            raise error from _unpickled(cause)
+        reason = f"its executor process (pid {running.process.pid}) exited with code {code} and no result"
+        raise TaskFailed(task.kind, task.index, task.attempt + 1, reason)
+
+    def _tell(self, task: _Task, event: str, process: BaseProcess) -> None:
+        if self.on_task is not None:
+            pid = process.pid or 0
+            code = process.exitcode if event == "exit" else None
+            self.on_task(TaskEvent(task.kind, task.index, task.attempt, pid, event, time.time(), code))
+
+    def _terminate(self) -> None:
+        """End the processes this object started that still run (after a failure)."""
+        for running in self.running:
+            if running.process.is_alive():
+                running.process.terminate()
+            running.process.join()
+            running.conn.close()
+        self.running.clear()
+
+
+def _unpickled(data: bytes | None) -> BaseException | None:
+    if data is None:
+        return None
+    try:
+        exc = pickle.loads(data)
+    except Exception:
+        return None
+    return exc if isinstance(exc, BaseException) else None
+
+
+@contextlib.contextmanager
+def _cluster(url: str | None, workers: int) -> Iterator[str]:
+    """``url``, or the URL of an embedded cluster of worker processes stopped on exit."""
+    if url is not None:
+        yield url
+        return
+    from croupier.services.local import LocalCluster
+
+    with LocalCluster(workers, processes=True) as cluster:
+        yield cluster.master_url
+
+
+def map_reduce(
+    inputs: Iterable[Any],
+    map_fn: Callable[[Any], Iterable[tuple[Any, Any]]],
+    reduce_fn: Callable[[Any, list[Any]], Any],
+    num_partitions: int = 8,
+    executors: int = 2,
+    url: str | None = None,
+    *,
+    reducers: int | None = None,
+    task_attempts: int = 2,
+    workers: int = 2,
+    config: ClientConfig | None = None,
+    app_name: str = "map-reduce",
+    on_task: Callable[[TaskEvent], None] | None = None,
+) -> dict[Any, Any]:
+    """``{key: reduce_fn(key, values)}`` over every ``(key, value)`` that ``map_fn`` yields
+    for the items of ``inputs`` (see the module docstring).
+
+    Parameters:
+        inputs: one map task per item (materialized first).
+        map_fn: ``item -> iterable of (key, value)``; keys as the module docstring says.
+        reduce_fn: ``(key, values) -> result``.
+        num_partitions: the shuffle's partitions.
+        executors: executor processes alive at most at a time.
+        url: a Croupier master; None starts an embedded cluster of ``workers`` worker processes.
+        reducers: reduce tasks (default ``min(executors, num_partitions)``).
+        task_attempts: attempts per task before ``TaskFailed``.
+        config: the client settings of the driver and the executors.
+        app_name: the Croupier app's name.
+        on_task: called in the driver with a ``TaskEvent`` when an executor starts and exits.
+
+    Raises:
+        ValueError: a size below 1.
+        TaskFailed: a task failed on every attempt.
+        CroupierError: the cluster refused or could not be reached.
+    """
+    items = list(inputs)
+    reduce_tasks = reducers if reducers is not None else min(executors, num_partitions)
+    if min(num_partitions, executors, reduce_tasks, task_attempts, workers) < 1:
+        raise ValueError("num_partitions, executors, reducers, task_attempts and workers must be >= 1")
+    if not items:
+        return {}
+    config = config or ClientConfig()
+    with _cluster(url, workers) as master, croupier.connect(master, config=config) as client:
+        app = client.register_app(app_name)
+        try:
+            shuffle = app.register_shuffle(num_mappers=len(items), num_partitions=num_partitions)
+            handle = shuffle.handle()
+            pool = _Executors(executors, task_attempts, on_task)
+
+            def task(kind: str, index: int, fn: Callable[..., Any], **extra: Any) -> _Task:
+                return _Task(kind, index, master, config, handle, fn, **extra)
+
+            pool.run([task("map", i, map_fn, item=item) for i, item in enumerate(items)])
+            groups = [tuple(range(r, num_partitions, reduce_tasks)) for r in range(reduce_tasks)]
+            parts = pool.run([task("reduce", r, reduce_fn, partitions=g) for r, g in enumerate(groups)])
+        finally:
+            with contextlib.suppress(croupier.CroupierError):
+                app.unregister()
+    return dict(itertools.chain.from_iterable(p.items() for p in parts.values()))
