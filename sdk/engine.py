@@ -42,7 +42,13 @@ Attempts. A task that raises or whose process dies is run again in a new process
 ``task_attempts`` times; a map's new attempt writes with a new ``attempt_id`` and the first
 attempt to end wins, so the output is the same. After the last attempt ``map_reduce``
 raises :class:`TaskFailed` with the task's remote traceback, the task's exception (when it
-could be unpickled here) as its ``__cause__``.
+could be unpickled here, a ``CroupierError`` with its ``details``) as its ``__cause__``.
+
+Lost map output. When a reduce task fails with ``DataLostError`` (a double fault after the
+commit), ``map_reduce`` asks ``Shuffle.rerun`` to reopen exactly the maps it names, runs new
+attempts of them (attempt ids no earlier round used), and runs the failed reduce tasks
+again, up to ``recoveries`` rounds; it logs how many maps it recomputed, out of how many.
+Without ``Shuffle.rerun`` in the SDK, or with ``recoveries=0``, the ``TaskFailed`` is raised.
 
 ``reduce_fn`` gets the values of one key as a list in no particular order.
 """
@@ -52,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import logging
 import multiprocessing
 import pickle
 import struct
@@ -63,7 +70,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, cast
 
 import cloudpickle  # type: ignore[import-untyped]
 
@@ -71,6 +78,8 @@ import croupier
 from croupier.core.config import ClientConfig
 
 __all__ = ["TaskEvent", "TaskFailed", "map_reduce", "partition_of"]
+
+log = logging.getLogger(__name__)
 
 _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
@@ -96,6 +105,15 @@ class TaskFailed(Exception):
         self.attempts = attempts
         self.reason = reason
         self.remote_traceback = remote_traceback
+
+    @property
+    def lost_maps(self) -> list[int]:
+        """The maps whose output a reduce task found lost (``DataLostError`` details), sorted."""
+        cause = self.__cause__
+        if not isinstance(cause, croupier.DataLostError):
+            return []
+        pairs = cause.details.get("maps") or []
+        return sorted({int(pair[0]) for pair in pairs})
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +192,7 @@ class _Task:
     item: Any = None  # a map's input
     partitions: tuple[int, ...] = ()  # a reduce's partitions
     attempt: int = 0
+    first_attempt: int = 0  # retries count from here (a map recomputed after a loss starts higher)
 
     def run(self) -> Any:
         with croupier.connect(self.url, config=self.config) as client:
@@ -215,7 +234,9 @@ def _executor_main(payload: bytes, conn: Connection) -> None:
             cause: bytes | None = cloudpickle.dumps(exc, protocol=5)
         except Exception:
             cause = None
-        data = cloudpickle.dumps(("error", reason, traceback.format_exc(), cause), protocol=5)
+        details = getattr(exc, "details", None)  # a CroupierError's (exceptions pickle their args only)
+        details = details if isinstance(details, dict) else None
+        data = cloudpickle.dumps(("error", reason, traceback.format_exc(), cause, details), protocol=5)
     try:
         conn.send_bytes(data)
     finally:
@@ -243,25 +264,36 @@ class _Executors:
     on_task: Callable[[TaskEvent], None] | None
     running: list[_Running] = field(default_factory=list)
 
-    def run(self, tasks: list[_Task]) -> dict[int, Any]:
-        """Every task's result by index; returns once each of their processes has exited.
+    def run(
+        self, tasks: list[_Task], tolerate: Callable[[TaskFailed], bool] = lambda _: False
+    ) -> tuple[dict[int, Any], dict[int, TaskFailed]]:
+        """Every task's result by index, and the failures ``tolerate`` accepted; returns once
+        each of their processes has exited.
 
         Raises:
-            TaskFailed: a task failed ``attempts`` times (the others are terminated).
+            TaskFailed: a task failed ``attempts`` times and ``tolerate`` refused it (the
+                others are terminated).
         """
         pending = deque(tasks)
         results: dict[int, Any] = {}
+        failed: dict[int, TaskFailed] = {}
         try:
             while pending or self.running:
                 while pending and len(self.running) < self.limit:
                     self._start(pending.popleft())
                 for done in self._wait():
-                    retry = self._finish(done, results)
+                    try:
+                        retry = self._finish(done, results)
+                    except TaskFailed as exc:
+                        if not tolerate(exc):
+                            raise
+                        failed[exc.index] = exc
+                        continue
                     if retry is not None:
                         pending.append(retry)
         finally:
             self._terminate()
-        return results
+        return results, failed
 
     def _start(self, task: _Task) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -314,14 +346,14 @@ class _Executors:
         if message is not None and message[0] == "ok" and code == 0:
             results[task.index] = message[1]
             return None
-        if task.attempt + 1 < self.attempts:
+        tries = task.attempt - task.first_attempt + 1
+        if tries < self.attempts:
             return dataclasses.replace(task, attempt=task.attempt + 1)
         if message is not None and message[0] == "error":
-            _, reason, remote, cause = message
-            error = TaskFailed(task.kind, task.index, task.attempt + 1, reason, remote)
-            raise error from _unpickled(cause)
+            _, reason, remote, cause, details = message
+            raise TaskFailed(task.kind, task.index, tries, reason, remote) from _unpickled(cause, details)
         reason = f"its executor process (pid {running.process.pid}) exited with code {code} and no result"
-        raise TaskFailed(task.kind, task.index, task.attempt + 1, reason)
+        raise TaskFailed(task.kind, task.index, tries, reason)
 
     def _tell(self, task: _Task, event: str, process: BaseProcess) -> None:
         if self.on_task is not None:
@@ -339,13 +371,16 @@ class _Executors:
         self.running.clear()
 
 
-def _unpickled(data: bytes | None) -> BaseException | None:
+def _unpickled(data: bytes | None, details: dict[str, Any] | None) -> BaseException | None:
+    """The task's exception, its ``details`` restored; None if it cannot be unpickled here."""
     if data is None:
         return None
     try:
         exc = pickle.loads(data)
     except Exception:
         return None
+    if isinstance(exc, croupier.CroupierError) and details is not None:
+        exc.details = details
     return exc if isinstance(exc, BaseException) else None
 
 
@@ -375,6 +410,7 @@ def map_reduce(
     config: ClientConfig | None = None,
     app_name: str = "map-reduce",
     on_task: Callable[[TaskEvent], None] | None = None,
+    recoveries: int = 2,
 ) -> dict[Any, Any]:
     """``{key: reduce_fn(key, values)}`` over every ``(key, value)`` that ``map_fn`` yields
     for the items of ``inputs`` (see the module docstring).
@@ -391,6 +427,8 @@ def map_reduce(
         config: the client settings of the driver and the executors.
         app_name: the Croupier app's name.
         on_task: called in the driver with a ``TaskEvent`` when an executor starts and exits.
+        recoveries: rounds of recomputing map output lost after the commit (a reduce task's
+            ``DataLostError``) through ``Shuffle.rerun``, where the SDK has it; 0 = raise.
 
     Raises:
         ValueError: a size below 1.
@@ -408,16 +446,71 @@ def map_reduce(
         app = client.register_app(app_name)
         try:
             shuffle = app.register_shuffle(num_mappers=len(items), num_partitions=num_partitions)
-            handle = shuffle.handle()
             pool = _Executors(executors, task_attempts, on_task)
-
-            def task(kind: str, index: int, fn: Callable[..., Any], **extra: Any) -> _Task:
-                return _Task(kind, index, master, config, handle, fn, **extra)
-
-            pool.run([task("map", i, map_fn, item=item) for i, item in enumerate(items)])
+            job = _Job(master, config, shuffle, items, map_fn, reduce_fn, pool, recoveries)
             groups = [tuple(range(r, num_partitions, reduce_tasks)) for r in range(reduce_tasks)]
-            parts = pool.run([task("reduce", r, reduce_fn, partitions=g) for r, g in enumerate(groups)])
+            parts = job.run(groups)
         finally:
             with contextlib.suppress(croupier.CroupierError):
                 app.unregister()
     return dict(itertools.chain.from_iterable(p.items() for p in parts.values()))
+
+
+@dataclass
+class _Job:
+    """One ``map_reduce``: its tasks, and the recomputation of map output lost after the commit."""
+
+    master: str
+    config: ClientConfig
+    shuffle: croupier.Shuffle
+    items: list[Any]
+    map_fn: Callable[..., Any]
+    reduce_fn: Callable[..., Any]
+    pool: _Executors
+    recoveries: int
+    recomputed: int = 0
+
+    def task(self, kind: str, index: int, **extra: Any) -> _Task:
+        fn = self.map_fn if kind == "map" else self.reduce_fn
+        return _Task(kind, index, self.master, self.config, self.shuffle.handle(), fn, **extra)
+
+    def run(self, groups: list[tuple[int, ...]]) -> dict[int, Any]:
+        """The reduce tasks' results by task number, after every map task ran."""
+        self.pool.run([self.task("map", i, item=item) for i, item in enumerate(self.items)])
+        todo = list(range(len(groups)))
+        out: dict[int, Any] = {}
+        for round_ in range(self.recoveries + 1):
+            may_recover = round_ < self.recoveries and getattr(self.shuffle, "rerun", None) is not None
+            tasks = [self.task("reduce", r, partitions=groups[r]) for r in todo]
+            done, failed = self.pool.run(tasks, _lost_output if may_recover else _never)
+            out.update(done)
+            if not failed:
+                break
+            self._recompute(failed, round_ + 1)
+            todo = sorted(failed)
+        return out
+
+    def _recompute(self, failed: dict[int, TaskFailed], round_: int) -> None:
+        """New attempts of the maps whose output the failed reduce tasks found lost."""
+        lost = sorted({m for failure in failed.values() for m in failure.lost_maps})
+        log.warning(
+            "%s: recomputing %d of %d maps whose output was lost after the commit (round %d)",
+            self.shuffle,
+            len(lost),
+            len(self.items),
+            round_,
+        )
+        cast(Any, self.shuffle).rerun(lost)  # Shuffle.rerun: issue 16 item 2
+        first = round_ * self.pool.attempts  # attempt ids no earlier round used
+        self.pool.run(
+            [self.task("map", m, item=self.items[m], attempt=first, first_attempt=first) for m in lost]
+        )
+        self.recomputed += len(lost)
+
+
+def _lost_output(failure: TaskFailed) -> bool:
+    return failure.kind == "reduce" and bool(failure.lost_maps)
+
+
+def _never(failure: TaskFailed) -> bool:
+    return False

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import croupier
 import croupier.engine
 from croupier.engine import TaskEvent, TaskFailed, map_reduce
 from croupier.services.local import LocalCluster
@@ -151,6 +152,19 @@ def test_a_task_that_keeps_dying_names_its_exit_code(url: str) -> None:
     with pytest.raises(TaskFailed, match="exited with code 5 and no result") as info:
         map_reduce([0], always, lambda k, v: v, num_partitions=1, url=url, task_attempts=2)
     assert info.value.attempts == 2
+
+
+def test_a_reduce_task_s_data_lost_error_keeps_its_details(url: str) -> None:
+    def lost(key: int, values: list[int]) -> int:
+        raise croupier.DataLostError.of([key], ["w1", "w2"], "simulated", maps=[[key, key], [3, key]])
+
+    with pytest.raises(TaskFailed) as info:
+        map_reduce([0], lambda n: [(n, n)], lost, num_partitions=1, url=url, task_attempts=1, recoveries=0)
+    err = info.value
+    assert err.kind == "reduce"
+    assert isinstance(err.__cause__, croupier.DataLostError)
+    assert err.__cause__.details["maps"] == [[0, 0], [3, 0]]  # exceptions pickle their args only
+    assert err.lost_maps == [0, 3]
 
 
 def test_the_engine_is_exported_lazily() -> None:
