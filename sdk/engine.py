@@ -44,8 +44,9 @@ attempt to end wins, so the output is the same. After the last attempt ``map_red
 raises :class:`TaskFailed` with the task's remote traceback, the task's exception (when it
 could be unpickled here, a ``CroupierError`` with its ``details``) as its ``__cause__``.
 
-Lost map output. When a reduce task fails with ``DataLostError`` (a double fault after the
-commit), ``map_reduce`` asks ``Shuffle.rerun`` to reopen exactly the maps it names, runs new
+Lost map output. A reduce task reads all its partitions, then raises one ``DataLostError``
+naming every lost ``(map, partition)`` (a double fault after the commit); it is not retried:
+``map_reduce`` asks ``Shuffle.rerun`` to reopen exactly the maps it names, runs new
 attempts of them (attempt ids no earlier round used), and runs the failed reduce tasks
 again, up to ``recoveries`` rounds; it logs how many maps it recomputed, out of how many.
 Without ``Shuffle.rerun`` in the SDK, or with ``recoveries=0``, the ``TaskFailed`` is raised.
@@ -211,14 +212,30 @@ class _Task:
         return records
 
     def _reduce(self, shuffle: croupier.Shuffle) -> dict[Any, Any]:
+        """Reduce every partition; one partition's lost data does not stop the others being
+        read, so that the ``DataLostError`` raised at the end names every lost map."""
         results: dict[Any, Any] = {}
+        lost: list[croupier.DataLostError] = []
         for reader in shuffle.readers(self.partitions):
             groups: dict[Any, list[Any]] = {}
-            for record in reader:
-                key, value = pickle.loads(record)
-                groups.setdefault(key, []).append(value)
+            try:
+                for record in reader:
+                    key, value = pickle.loads(record)
+                    groups.setdefault(key, []).append(value)
+            except croupier.DataLostError as exc:
+                lost.append(exc)
+                continue
             for key, values in groups.items():
                 results[key] = self.fn(key, values)
+        if len(lost) == 1:
+            raise lost[0]
+        if lost:
+            raise croupier.DataLostError.of(
+                [p for exc in lost for p in exc.details.get("partitions", [])],
+                [w for exc in lost for w in exc.details.get("workers", [])],
+                f"reduce task {self.index}",
+                maps=[pair for exc in lost for pair in exc.details.get("maps", [])],
+            )
         return results
 
 
@@ -347,13 +364,20 @@ class _Executors:
             results[task.index] = message[1]
             return None
         tries = task.attempt - task.first_attempt + 1
-        if tries < self.attempts:
-            return dataclasses.replace(task, attempt=task.attempt + 1)
+        failure = TaskFailed(
+            task.kind,
+            task.index,
+            tries,
+            f"its executor process (pid {running.process.pid}) exited with code {code} and no result",
+        )
         if message is not None and message[0] == "error":
             _, reason, remote, cause, details = message
-            raise TaskFailed(task.kind, task.index, tries, reason, remote) from _unpickled(cause, details)
-        reason = f"its executor process (pid {running.process.pid}) exited with code {code} and no result"
-        raise TaskFailed(task.kind, task.index, tries, reason)
+            failure = TaskFailed(task.kind, task.index, tries, reason, remote)
+            failure.__cause__ = _unpickled(cause, details)
+        # lost map output stays lost however often a reduce reads it: no retry, recompute it
+        if tries < self.attempts and not failure.lost_maps:
+            return dataclasses.replace(task, attempt=task.attempt + 1)
+        raise failure
 
     def _tell(self, task: _Task, event: str, process: BaseProcess) -> None:
         if self.on_task is not None:
