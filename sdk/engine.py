@@ -97,7 +97,8 @@ class TaskFailed(Exception):
     """
 
     def __init__(self, kind: str, index: int, attempts: int, reason: str, remote_traceback: str = "") -> None:
-        text = f"{kind} task {index} failed (attempt {attempts} of {attempts}): {reason}"
+        tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+        text = f"{kind} task {index} failed after {tries}: {reason}"
         if remote_traceback:
             text += f"\n\nThe executor's traceback:\n{remote_traceback}"
         super().__init__(text)
