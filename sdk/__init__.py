@@ -91,7 +91,13 @@ _EXPORTS = {
 }
 
 
+# submodules loaded on first use: ``croupier.engine`` after a bare ``import croupier``
+_SUBMODULES = frozenset({"engine"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"croupier.{name}")  # the import binds it here
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'croupier' has no attribute {name!r}")

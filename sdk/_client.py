@@ -26,6 +26,13 @@ A shuffle's **handle** (``Shuffle.handle()``) is how another process opens it: t
 digits (empty on a cluster without a secret). It carries the app's key, so it is a
 credential: whoever holds it can read and write the app's shuffles. Pass it to
 ``croupier.connect(url).open_shuffle(handle)``.
+
+An app's **handle** (``App.handle()``) is how another process takes the app over, for
+instance after its driver died: the string ``croupier-app-v1:<app_id>:<app key>``, the key
+as in a shuffle handle. ``croupier.connect(url).attach(handle)`` checks it with one
+heartbeat and then sends the app's heartbeats from the new process, which can register
+shuffles, open the app's shuffles by id, write, read and unregister. The app lives as long
+as some process heartbeats it within the master's ``--app-timeout``.
 """
 
 from __future__ import annotations
@@ -78,13 +85,23 @@ from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Reply
 
-__all__ = ["HANDLE_PREFIX", "App", "Client", "Shuffle", "connect", "parse_handle"]
+__all__ = [
+    "APP_HANDLE_PREFIX",
+    "HANDLE_PREFIX",
+    "App",
+    "Client",
+    "Shuffle",
+    "connect",
+    "parse_app_handle",
+    "parse_handle",
+]
 
 log = logging.getLogger(__name__)
 
 # the app keys every client of this process has learned from REGISTER_APP
 _PROCESS_KEYS = Signer()
 HANDLE_PREFIX = "croupier-shuffle-v1"
+APP_HANDLE_PREFIX = "croupier-app-v1"
 _KEY_HEX = 64
 
 
@@ -116,6 +133,23 @@ def parse_handle(handle: str) -> tuple[str, int, bytes | None]:
     if key_text and (len(key_text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in key_text)):
         raise BadRequest(f"not a shuffle handle: its key is not {_KEY_HEX} lowercase hex digits")
     return app_id, int(shuffle_text), bytes.fromhex(key_text) if key_text else None
+
+
+def parse_app_handle(handle: str) -> tuple[str, bytes | None]:
+    """``(app_id, app key or None)`` from ``App.handle()``'s string.
+
+    Raises:
+        BadRequest: ``handle`` is not an app handle (the message never repeats its key).
+    """
+    parts = handle.split(":") if isinstance(handle, str) else []
+    if len(parts) != 3 or parts[0] != APP_HANDLE_PREFIX:
+        raise BadRequest(f"not an app handle: expected {APP_HANDLE_PREFIX}:<app_id>:<key>")
+    _, app_id, key_text = parts
+    if not app_id:
+        raise BadRequest("not an app handle: its app id is empty")
+    if key_text and (len(key_text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in key_text)):
+        raise BadRequest(f"not an app handle: its key is not {_KEY_HEX} lowercase hex digits")
+    return app_id, bytes.fromhex(key_text) if key_text else None
 
 
 def connect(
@@ -259,6 +293,66 @@ class Client:
             ) from exc
         return Shuffle(self, summary, app_key=key)
 
+    def attach(self, handle: str) -> App:
+        """Take over the app of ``handle`` (``App.handle()`` of another process, maybe dead).
+
+        One heartbeat, signed with the handle's key, checks the handle; then this client
+        heartbeats the app (as ``register_app`` does) and its requests are made as the app:
+        register shuffles, ``app.open_shuffle(shuffle_id)``, write, read, ``unregister``.
+        Finish a dead driver's maps with new attempts (``sh.writer(map_id, attempt_id=1)``):
+        the first attempt to end wins, so a map that had ended keeps its output. An attached
+        app's ``name`` is its id (the handle does not carry the name).
+
+        Raises:
+            BadRequest: ``handle`` is not an app handle.
+            Unauthorized: the master refused the handle's key (another cluster's handle, a
+                corrupted key, or no key on a cluster with a secret).
+            UnknownApp: the app is gone: unregistered, or expired (no heartbeat within the
+                master's ``--app-timeout``).
+        """
+        app_id, key = parse_app_handle(handle)
+        self._check_handle(app_id, key)
+        app = App(self, app_id, app_id, key)
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the client is closed")
+            self._apps.append(app)
+        self._learn_key(app_id, key)
+        app._start_heartbeats()
+        return app
+
+    def _check_handle(self, app_id: str, key: bytes | None) -> None:
+        """One heartbeat of ``app_id`` signed with ``key`` alone, before this process signs
+        anything with it: a wrong key must not replace a right one other apps here use."""
+        signer = Signer()
+        if key is not None:
+            signer.add_app(app_id, key)
+        cfg = self.config
+        probe = MasterClient(
+            self.url,
+            timeout=cfg.rpc_timeout,
+            attempts=cfg.rpc_retries + 1,
+            deadline=cfg.failover_deadline,
+            curve=self._curve,
+            signer=signer,
+        )
+        try:
+            probe.request(AppHeartbeat(app_id), AppHeartbeatReply)
+        except Unauthorized as exc:
+            raise Unauthorized(
+                f"attach {app_id}: the master refused the handle's key (a handle of another cluster,"
+                f" a corrupted one, or one without a key on a cluster with a secret): {exc}",
+                exc.details,
+            ) from exc
+        except UnknownApp as exc:
+            raise UnknownApp(
+                f"attach {app_id}: no such app: it was unregistered, or it expired (no heartbeat"
+                f" within the master's --app-timeout): {exc}",
+                exc.details,
+            ) from exc
+        finally:
+            probe.close()
+
     def _learn_key(self, app_id: str, key: bytes | None) -> None:
         """Remember ``app_id``'s key (from ``REGISTER_APP`` or a handle): this client's
         requests for that app are made as the app from now on."""
@@ -396,6 +490,16 @@ class App:
         )
         summary = self.client._master.request(request, ShuffleSummary)
         return Shuffle(self.client, summary, app_key=self.app_key)
+
+    def handle(self) -> str:
+        """The string another process takes this app over with: ``client.attach(handle)``.
+
+        It is ``croupier-app-v1:<app_id>:<app key>``, the key as 64 lowercase hex digits
+        (empty on a cluster without a secret). Like a shuffle handle it is a credential:
+        whoever holds it can heartbeat, write, read and unregister the app.
+        """
+        key = "" if self.app_key is None else self.app_key.hex()
+        return f"{APP_HANDLE_PREFIX}:{self.app_id}:{key}"
 
     def open_shuffle(self, shuffle_id: int) -> Shuffle:
         """One of this app's shuffles, by id."""
