@@ -112,6 +112,7 @@ class MasterFront:
         self._actor: ActorRef | None = None
         self._coordinator: CommitCoordinator | None = None
         self._burst: list[tuple[Command, ReplyFn | None]] = []
+        self.watch: Callable[[Request, Responder], Responder] = lambda _request, responder: responder
 
     @property
     def curve(self) -> CurveServer | None:
@@ -278,6 +279,17 @@ class MasterFront:
         result: dict[str, Any] = actor.ask("describe", block=True)
         return result
 
+    def ask(self, message: Any) -> Any:
+        """Ask the serving actor ``"status"`` or ``("inspect", fn)`` (the HTTP API);
+        None when no actor serves (a follower, or starting or stopping)."""
+        actor = self._actor
+        if actor is None:
+            return None
+        try:
+            return actor.ask(message, block=True, timeout=10.0)
+        except pykka.ActorDeadError:
+            return None
+
     def _tick_loop(self) -> None:
         while not self._stop_ticker.wait(self.config.sweep_interval):
             self.tick()
@@ -286,6 +298,7 @@ class MasterFront:
     def _on_request(self, request: Request, responder: Responder) -> None:
         # decode here, decide on the actor thread
         command = decode_command(request.msg_type, request.body)
+        responder = self.watch(request, responder)  # metrics (croupier.ops); the identity by default
         if self._actor is None:
             responder.ok(self._when_idle(command))
             return

@@ -106,6 +106,8 @@ class WorkerHeartbeat(Command):
     ``pushed``: ``(app, shuffle, bytes)`` pushed to this worker as primary for shuffles it
     has not committed (the largest ``MAX_HELD``); the master sums them into the tenants'
     bytes in flight (``croupier.core.quotas``). None: not reported (older workers).
+    ``http_port``: the port of the worker's HTTP endpoint (``/metrics``) on its host, shown in
+    STATUS ``master.worker_http``. None: it has none.
     """
 
     TYPE = MsgType.WORKER_HEARTBEAT
@@ -117,9 +119,12 @@ class WorkerHeartbeat(Command):
     pending_flush: float = 0.0
     held: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     pushed: tuple[tuple[str, int, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    http_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
+        if self.http_port is not None:
+            check_port(self.http_port, "http_port")
         if self.pushed is not None:
             if len(self.pushed) > MAX_HELD:
                 raise BadRequest(f"pushed lists at most {MAX_HELD} shuffles, got {len(self.pushed)}")

@@ -54,7 +54,9 @@ class Registration:
         pending_flush: Callable[[], float],
         orphans: OrphanSweep | None = None,
         pushed: PushedBytes | None = None,
+        http_port: int | None = None,
     ) -> None:
+        self.http_port = http_port  # reported in every heartbeat
         self._pushed = pushed
         self._master = master
         self._register = register
@@ -111,6 +113,7 @@ class Registration:
                 pending_flush=min(1.0, self._pending_flush()),
                 held=held,
                 pushed=self._pushed.report() if self._pushed is not None else None,
+                http_port=self.http_port,
             )
         )
         if self._orphans is not None and held:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +49,8 @@ from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.throttle import AppThrottle
+from croupier.ops.http import HttpEndpoint, parse_http, worker_routes
+from croupier.ops.metrics import WorkerGauges, WorkerMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import PartitionStore
@@ -74,6 +77,8 @@ class WorkerService(Service):
         store: use this store instead of a ``DiskPartitionStore`` over ``dirs``.
         curve: serve CURVE on all four ports with this key pair, and talk CURVE to the
             master and to replicas (``--curve``).
+        http: ``HOST:PORT`` of the HTTP endpoint (``/metrics``, ``/api/v1/worker``; port 0 =
+            any free port, reported to the master in heartbeats); None = no HTTP endpoint.
     """
 
     def __init__(
@@ -86,8 +91,12 @@ class WorkerService(Service):
         worker_id: str | None = None,
         store: PartitionStore | None = None,
         curve: CurveServer | None = None,
+        http: str | None = None,
     ) -> None:
         self.curve = curve
+        self.metrics = WorkerMetrics()  # Prometheus, in a registry of its own (croupier.ops)
+        self._http_listen = http
+        self.http: HttpEndpoint | None = None
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -116,6 +125,7 @@ class WorkerService(Service):
         self._control: ControlHandler | None = None
         self._servers: dict[str, RpcServer] = {}
         self._registration: Registration | None = None
+        self._flush_stats: list[FlushStats] = []
 
     def _persistent_id(self) -> str:
         if not self.dirs:
@@ -171,6 +181,7 @@ class WorkerService(Service):
             self._serve("push", push.on_push, MsgType.PUSH)
             self._serve("replicate", push.on_replicate, MsgType.REPLICATE)
             self._serve("fetch", self._fetch.on_fetch, MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK)
+            self._start_http()
             self._registration = self._registration_with_master()
             self._registration.start()
         except BaseException:
@@ -194,7 +205,7 @@ class WorkerService(Service):
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
         self._on_disk = {(cf.key.app_id, cf.key.shuffle_id) for cf in committed}
-        stats = [FlushStats() for _ in range(store.num_disks)]
+        stats = self._flush_stats = [FlushStats() for _ in range(store.num_disks)]
         self._flushers = [FlusherActor.start(i, self.limiter, stats[i]) for i in range(store.num_disks)]
         # a given store's disks need not be self.dirs: then only the flushers' busy time counts
         self._load = LoadSampler(
@@ -217,7 +228,7 @@ class WorkerService(Service):
         data_port = name in ("push", "replicate")
         server = RpcServer(
             f"tcp://{self.host}:0",
-            handler,
+            self.metrics.watch(name, handler),
             name=f"worker-{name}",
             allowed_types=[int(t) for t in types],
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
@@ -249,7 +260,56 @@ class WorkerService(Service):
             pending_flush=self.limiter.level,
             orphans=orphans,
             pushed=self._pushed,
+            http_port=self.http.port if self.http is not None else None,
         )
+
+    def _start_http(self) -> None:
+        """The metrics' gauges, then the HTTP endpoint if asked for."""
+        limiter, throttle = self.limiter, self.throttle
+        flushers = self._flush_stats
+        self.metrics.collect(
+            WorkerGauges(
+                memory=lambda: (limiter.used, limiter.cap, limiter.peak, limiter.held, limiter.congested),
+                locations=lambda: len(self._locations),
+                flush=lambda: [(s.bytes_written, s.busy_seconds, s.writes) for s in flushers],
+                dirs=list(self.dirs),
+                connections=lambda: {n: s.connections.live for n, s in list(self._servers.items())},
+                throttled=lambda: (
+                    {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
+                ),
+                load=lambda: dict(self.load),
+            )
+        )
+        if self._http_listen is not None:
+            host, port = parse_http(self._http_listen)
+            routes = worker_routes(self.metrics.registry, self.http_info)
+            self.http = HttpEndpoint(host, port, routes, name="worker-http").start()
+
+    def http_info(self) -> dict[str, Any]:
+        """``/api/v1/worker``: this worker's figures for the status page and scripts."""
+        limiter = self.limiter
+        dirs = []
+        for d in self.dirs:
+            try:
+                usage = shutil.disk_usage(d)
+            except OSError:
+                dirs.append({"dir": str(d), "healthy": False})
+                continue
+            dirs.append(
+                {"dir": str(d), "used": usage.used, "free": usage.free, "total": usage.total, "healthy": True}
+            )
+        return {
+            "worker_id": self.worker_id,
+            "incarnation": self.incarnation,
+            "memory": {"used": limiter.used, "cap": limiter.cap, "peak": limiter.peak, "held": limiter.held},
+            "congested": self.metrics.congested_now(),
+            "active_locations": len(self._locations),
+            "bytes": self.metrics.bytes_by_port(),
+            "latency": self.metrics.quantiles(),
+            "dirs": dirs,
+            "throttled": sorted(self.throttle.throttled) if self.throttle is not None else [],
+            "load": self.load,
+        }
 
     def _client_curve(self) -> CurveClient | None:
         return self.curve.client() if self.curve is not None else None
@@ -294,6 +354,9 @@ class WorkerService(Service):
         if self._registration is not None:
             self._registration.stop()
             self._registration = None
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
         for server in self._servers.values():
             server.stop()
         self._servers.clear()

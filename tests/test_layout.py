@@ -19,6 +19,7 @@ FOLDERS = {
     "services": "croupier.services",
     "tools": "croupier.tools",
     "dataplane": "croupier.dataplane",
+    "ops": "croupier.ops",
 }
 
 
