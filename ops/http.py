@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import ClientSession, ClientTimeout, web
 
@@ -35,7 +35,7 @@ from croupier.ops.metrics import MasterMetrics, exposition
 from croupier.ops.openapi import openapi_document
 from croupier.ops.page import PAGE_HTML
 
-__all__ = ["HttpEndpoint", "master_routes", "parse_http", "worker_routes"]
+__all__ = ["HttpEndpoint", "master_routes", "parse_http", "start_master_http", "worker_routes"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,28 @@ class HttpEndpoint:
     async def call(self, fn: Callable[[], Any]) -> Any:
         """Run a blocking ``fn`` (an actor ask) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.blocking, fn)
+
+
+class _Front(Protocol):
+    def ask(self, message: Any) -> Any: ...
+
+
+def start_master_http(
+    listen: str | None,
+    metrics: MasterMetrics,
+    front: _Front,
+    leader_http: Callable[[], str | None] = lambda: None,
+) -> HttpEndpoint | None:
+    """The master's HTTP endpoint on ``listen`` (None: none), serving ``front``'s state."""
+    if listen is None:
+        return None
+    host, port = parse_http(listen)
+    api = MasterApi(
+        status=lambda: front.ask("status"),
+        inspect=lambda fn: front.ask(("inspect", fn)),
+        leader_http=leader_http,
+    )
+    return HttpEndpoint(host, port, master_routes(metrics, api, History()), name="master-http").start()
 
 
 def parse_http(text: str) -> tuple[str, int]:

@@ -192,12 +192,22 @@ class WorkerMetrics:
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
-        self._bytes = Counter(
-            "croupier_worker_bytes", "Batch bytes taken (headers included)", ["port", "app"], registry=r
-        )
-        self._batches = Counter(
-            "croupier_worker_batches", "Batches taken or chunks served", ["port", "app"], registry=r
-        )
+        # per data port: (bytes counter, batches counter), each labelled by app
+        app = ["app"]
+        self._counters: dict[str, tuple[Counter, Counter]] = {
+            "push": (
+                Counter("croupier_worker_push_bytes", "PUSH bytes taken as primary", app, registry=r),
+                Counter("croupier_worker_push_batches", "PUSH batches taken as primary", app, registry=r),
+            ),
+            "replicate": (
+                Counter("croupier_worker_replicate_bytes", "REPLICATE bytes taken", app, registry=r),
+                Counter("croupier_worker_replicate_batches", "REPLICATE batches taken", app, registry=r),
+            ),
+            "fetch": (
+                Counter("croupier_worker_fetch_bytes", "Chunk bytes served", app, registry=r),
+                Counter("croupier_worker_fetch_chunks", "Chunks served by FETCH_CHUNK", app, registry=r),
+            ),
+        }
         self._ack = _histogram(
             "croupier_worker_push_ack_seconds", "PUSH arrival to its ack (replica included)", r
         )
@@ -231,8 +241,8 @@ class WorkerMetrics:
             keys = [k for k in self._children if k[1] == app_id]
             for key in keys:
                 del self._children[key]
-                self._bytes.remove(*key)
-                self._batches.remove(*key)
+                for counter in self._counters[key[0]]:
+                    counter.remove(app_id)
 
     def congested_now(self) -> bool:
         """Was the last PUSH answered CONGESTED?"""
@@ -248,7 +258,8 @@ class WorkerMetrics:
         child = self._children.get(key)
         if child is None:
             with self._lock:
-                child = self._children[key] = (self._bytes.labels(port, app), self._batches.labels(port, app))
+                nbytes, batches = self._counters[port]
+                child = self._children[key] = (nbytes.labels(app), batches.labels(app))
         return child
 
     def _on_reply(
@@ -297,7 +308,7 @@ class WorkerMetrics:
 
     def bytes_by_port(self) -> dict[str, float]:
         """Bytes taken on push and replicate, and served on fetch, since start."""
-        return counter_totals(self._bytes, "port")
+        return {port: sum(counter_totals(c[0], "app").values()) for port, c in self._counters.items()}
 
     def quantiles(self) -> dict[str, dict[str, float]]:
         """P50/P99 (bucket upper bounds) and counts of each latency histogram, for pages and admin."""
@@ -419,14 +430,8 @@ class TimedLog:
     def __init__(self, inner: EventLog, metrics: MasterMetrics) -> None:
         self.inner = inner
         self._metrics = metrics
-
-    @property
-    def max_record_bytes(self) -> int:
-        return self.inner.max_record_bytes
-
-    @property
-    def max_batch_bytes(self) -> int:
-        return self.inner.max_batch_bytes
+        self.max_record_bytes = inner.max_record_bytes
+        self.max_batch_bytes = inner.max_batch_bytes
 
     def append(self, records: Sequence[bytes]) -> int:
         t0 = time.perf_counter()

@@ -98,6 +98,8 @@ class LocalCluster(Service):
     master_args: extra CLI arguments for master subprocesses (``--tenants FILE``, quotas).
     curve: every socket talks CURVE (``--curve``), with the key pair of ``secret_file``.
     secret_file: the cluster secret (default: ``<base_dir>/secret``, created if missing).
+    http: in-process only: give the master and each worker an HTTP endpoint on a free port
+        (``master.http.url``, ``workers[i].http.url``).
     """
 
     def __init__(
@@ -115,7 +117,9 @@ class LocalCluster(Service):
         session_timeout: float = 2.0,
         curve: bool = False,
         secret_file: str | os.PathLike[str] | None = None,
+        http: bool = False,
     ) -> None:
+        self.http = http  # in-process: an HTTP endpoint on a free port for the master and each worker
         self.num_workers = workers
         self.ha = ha
         self.num_masters = masters if ha else 1
@@ -159,7 +163,11 @@ class LocalCluster(Service):
                     self._worker_procs.append(self._spawn_worker(i))
             else:
                 self.master = MasterService(
-                    "tcp://127.0.0.1:0", self.base_dir / "master", config=self.master_config, curve=self.curve
+                    "tcp://127.0.0.1:0",
+                    self.base_dir / "master",
+                    config=self.master_config,
+                    curve=self.curve,
+                    http="127.0.0.1:0" if self.http else None,
                 ).start()
                 self.master_url = self.master.url
                 for i in range(self.num_workers):
@@ -281,7 +289,11 @@ class LocalCluster(Service):
 
     def _worker(self, i: int) -> WorkerService:
         return WorkerService(
-            self.master_url, self._worker_dirs(i), config=self.worker_config, curve=self.curve
+            self.master_url,
+            self._worker_dirs(i),
+            config=self.worker_config,
+            curve=self.curve,
+            http="127.0.0.1:0" if self.http else None,
         )
 
     def _spawn_worker(self, i: int) -> _Child:
