@@ -117,6 +117,8 @@ class HttpEndpoint:
                 await task
         if self._runner is not None:
             await self._runner.cleanup()
+        # the client's name look-ups ran on the loop's default executor
+        await asyncio.get_running_loop().shutdown_default_executor()
 
     def stop(self) -> None:
         """Stop serving and join the thread. Idempotent."""

@@ -117,10 +117,14 @@ def cmd_master(args: argparse.Namespace) -> int:
         return 0
     data_dir = args.data_dir or _default_data_dir()
     curve = _member_curve(args, data_dir)
-    with MasterService(parse_listen(args.listen), data_dir, config=config, curve=curve) as master:
+    listen = parse_listen(args.listen)
+    http = _http_listen(args, listen.removeprefix("tcp://").rpartition(":")[0])
+    with MasterService(listen, data_dir, config=config, curve=curve, http=http) as master:
         # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
         logging.getLogger("croupier").info("data dir %s", data_dir)
+        if master.http is not None:
+            logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", master.http.url)
         _wait_for_signal()
     return 0
 
@@ -210,11 +214,22 @@ def cmd_admin(args: argparse.Namespace) -> int:
         tenants = [to_json(row) for row in status.tenants or ()]
         print(json.dumps(tenants, sort_keys=True) if args.json else _tenants_text(tenants))
         return 0
+    if args.action == "workers":  # with each worker's HTTP port, from its heartbeats
+        http = (status.master.worker_http if status.master is not None else None) or {}
+        table = [{**to_json(row), "http_port": http.get(row.worker_id)} for row in status.workers]
+        columns = [
+            "worker_id",
+            "host",
+            "status",
+            "excluded",
+            "used_slots",
+            "slots",
+            "http_port",
+            "incarnation",
+        ]
+        print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
+        return 0
     rows, columns = {
-        "workers": (
-            status.workers,
-            ["worker_id", "host", "status", "excluded", "used_slots", "slots", "incarnation"],
-        ),
         "apps": (status.apps, ["app_id", "name", "shuffles"]),
         "shuffles": (
             status.shuffles,
@@ -280,10 +295,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
     config = worker_config(args)
     curve = _member_curve(args)
-    with WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve) as worker:
+    http = _http_listen(args, args.listen)
+    with WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve, http=http) as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
+        if worker.http is not None:
+            logging.getLogger("croupier").info("worker %s: HTTP on %s", worker.worker_id, worker.http.url)
         _wait_for_signal()
     return 0
 
@@ -440,7 +458,23 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_quota_flags(m)
     _add_peer_reply_flag(m, MasterConfig().max_peer_reply_bytes)
+    _add_http_flag(m)
     m.set_defaults(func=cmd_master)
+
+
+def _add_http_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--http",
+        help="HOST:PORT of the HTTP endpoint (/metrics, /api/v1, the master's status page);"
+        " default: the --listen host, a free port; 'off' = none. No credentials: guard it like an admin port",
+    )
+
+
+def _http_listen(args: argparse.Namespace, listen_host: str) -> str | None:
+    """``--http``: None when off; the listen host and port 0 when not given."""
+    if args.http is None:
+        return f"{listen_host}:0"
+    return None if args.http == "off" else str(args.http)
 
 
 def _add_peer_reply_flag(parser: argparse.ArgumentParser, default: int) -> None:
@@ -491,6 +525,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
+    _add_http_flag(w)
     w.set_defaults(func=cmd_worker)
 
 
