@@ -77,8 +77,8 @@ async function refresh(){
   fill("shuffles",hist.shuffles.map(s=>[s.app_id+"/"+s.shuffle_id,esc(s.app_id+"/"+s.shuffle_id),s.num_mappers,
    s.num_partitions,bar(s.mappers_ended/Math.max(1,s.num_mappers)),
    s.lost_partitions.length?'<span class="bad">data lost</span>':(s.committed?"committed":"writing"),
-   esc(fmtBytes(s.total_bytes))]));
-  fill("events",hist.events.slice(-30).reverse().map(e=>["",esc(new Date(e.at*1000).toLocaleTimeString()),
+   s.committed?esc(fmtBytes(s.total_bytes)):"-"]));
+  fill("events",hist.events.slice(-30).reverse().map((e,i)=>[String(i),esc(new Date(e.at*1000).toLocaleTimeString()),
    esc(e.kind),esc(e.text)]));
   drawChart(hist.throughput);
   document.body.dataset.updated=String(Date.now());
