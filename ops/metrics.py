@@ -39,6 +39,10 @@ LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
+_FETCH_CHUNK = int(MsgType.FETCH_CHUNK)
+_COMMIT_FILES = int(MsgType.COMMIT_FILES)
+_DESTROY = int(MsgType.DESTROY)
+
 OnReply = Callable[[Request, float, CroupierError | None, int], None]
 
 
@@ -61,7 +65,7 @@ class _Timed:
         first = not self._inner.done
         self._inner.ok(body, payloads)
         if first:
-            size = sum(len(p) for p in payloads) if payloads else 0
+            size = sum(map(len, payloads)) if payloads else 0
             self._on_reply(self._request, time.perf_counter() - self._t0, None, size)
 
     def error(self, exc: CroupierError) -> None:
@@ -233,7 +237,12 @@ class WorkerMetrics:
 
     def watch(self, port: str, handler: Handler) -> Handler:
         """``handler`` (of the server ``port``: push, replicate, fetch, control), counted and timed."""
-        return _wrap(handler, lambda req, s, err, size: self._on_reply(port, req, s, err, size))
+        on_reply: OnReply = {
+            "push": self._on_push,
+            "replicate": self._on_replicate,
+            "fetch": self._on_fetch,
+        }.get(port, self._on_control)
+        return _wrap(handler, on_reply)
 
     def forget_app(self, app_id: str) -> None:
         """Drop an app's labelled series (its data is gone)."""
@@ -262,42 +271,65 @@ class WorkerMetrics:
                 child = self._children[key] = (nbytes.labels(app), batches.labels(app))
         return child
 
-    def _on_reply(
-        self, port: str, req: Request, seconds: float, err: CroupierError | None, size: int
-    ) -> None:
-        t = req.msg_type
-        if t == MsgType.PUSH:
-            self._ack.observe(seconds)
+    def _on_push(self, req: Request, seconds: float, err: CroupierError | None, _size: int) -> None:
+        self._ack.observe(seconds)
+        if (err is not None and err.code == "CONGESTED") != (self._congested_since is not None):
             self._congestion(err)
-        elif t == MsgType.REPLICATE:
-            self._replicate.observe(seconds)
-        elif t == MsgType.FETCH_CHUNK:
-            self._fetch.observe(seconds)
-        elif t == MsgType.COMMIT_FILES:
-            self._commit.observe(seconds)
         if err is not None:
-            self._errors.labels(port, err.code).inc()
-            if t == MsgType.PUSH and err.code == "UNAVAILABLE" and "failed_worker" in (err.details or {}):
-                self._failed_copies.inc()
+            self._on_error("push", err)
             return
         app = req.body.get("app_id")
-        if not isinstance(app, str):
+        if isinstance(app, str):
+            nbytes, batches = self._children.get(("push", app)) or self._child("push", app)
+            payloads = req.payloads
+            nbytes.inc(sum(map(len, payloads)))
+            batches.inc(len(payloads) - 1)
+
+    def _on_replicate(self, req: Request, seconds: float, err: CroupierError | None, _size: int) -> None:
+        self._replicate.observe(seconds)
+        if err is not None:
+            self._on_error("replicate", err)
             return
-        if t in (MsgType.PUSH, MsgType.REPLICATE):
-            nbytes, batches = self._child(port, app)
-            nbytes.inc(sum(len(p) for p in req.payloads))
-            batches.inc(len(req.payloads) - 1)
-        elif t == MsgType.FETCH_CHUNK:
-            nbytes, batches = self._child(port, app)
+        app = req.body.get("app_id")
+        if isinstance(app, str):
+            nbytes, batches = self._children.get(("replicate", app)) or self._child("replicate", app)
+            payloads = req.payloads
+            nbytes.inc(sum(map(len, payloads)))
+            batches.inc(len(payloads) - 1)
+
+    def _on_fetch(self, req: Request, seconds: float, err: CroupierError | None, size: int) -> None:
+        if req.msg_type != _FETCH_CHUNK:
+            if err is not None:
+                self._on_error("fetch", err)
+            return
+        self._fetch.observe(seconds)
+        if err is not None:
+            self._on_error("fetch", err)
+            return
+        app = req.body.get("app_id")
+        if isinstance(app, str):
+            nbytes, chunks = self._children.get(("fetch", app)) or self._child("fetch", app)
             nbytes.inc(size)
-            batches.inc()
-        elif t == MsgType.DESTROY and req.body.get("shuffle_id") is None:
+            chunks.inc()
+
+    def _on_control(self, req: Request, seconds: float, err: CroupierError | None, _size: int) -> None:
+        if req.msg_type == _COMMIT_FILES:
+            self._commit.observe(seconds)
+        if err is not None:
+            self._on_error("control", err)
+            return
+        app = req.body.get("app_id")
+        if req.msg_type == _DESTROY and isinstance(app, str) and req.body.get("shuffle_id") is None:
             self.forget_app(app)
 
+    def _on_error(self, port: str, err: CroupierError) -> None:
+        self._errors.labels(port, err.code).inc()
+        if port == "push" and err.code == "UNAVAILABLE" and "failed_worker" in (err.details or {}):
+            self._failed_copies.inc()
+
     def _congestion(self, err: CroupierError | None) -> None:
+        """Start or stop the congestion clock (called only when the state may change)."""
         congested = err is not None and err.code == "CONGESTED"
-        if congested == (self._congested_since is not None):
-            return  # no change: the common case takes no lock
         with self._lock:
             now = time.monotonic()
             if congested and self._congested_since is None:
