@@ -433,6 +433,8 @@ class _MasterCollector(Collector):
         if status is None:
             return
         yield GaugeMetricFamily("croupier_master_term", "The leader term", value=status.get("term", 0))
+        if "workers" not in status:  # a follower: its role and term only
+            return
         yield GaugeMetricFamily("croupier_master_log_seq", "Events folded so far", value=status.get("seq", 0))
         by_state = GaugeMetricFamily("croupier_master_workers", "Workers by state", labels=["state"])
         counts: dict[str, int] = {"ACTIVE": 0, "DECOMMISSIONING": 0, "DECOMMISSIONED": 0, "LOST": 0}

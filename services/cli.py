@@ -111,8 +111,11 @@ def cmd_master(args: argparse.Namespace) -> int:
             config=config,
             session_timeout=parse_duration(args.session_timeout),
             curve=_member_curve(args),
+            http=_http_listen(args, parse_listen(args.listen).removeprefix("tcp://").rpartition(":")[0]),
         ) as member:
             print(member.url, flush=True)
+            if member.http is not None:
+                logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", member.http.url)
             _wait_for_signal()
         return 0
     data_dir = args.data_dir or _default_data_dir()

@@ -246,6 +246,7 @@ class LocalCluster(Service):
                 config=cfg,
                 session_timeout=self.session_timeout,
                 curve=self.curve,
+                http="127.0.0.1:0" if self.http else None,
             ).start()
             if i < len(self.ha_masters):
                 self.ha_masters[i] = member
