@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from aiohttp import ClientSession, ClientTimeout, web
 
+from croupier.core.enums import WorkerStatus
 from croupier.core.urls import parse_listen
 from croupier.ops.api import History, MasterApi, Sample, shuffle_detail
 from croupier.ops.metrics import MasterMetrics, exposition
@@ -315,7 +316,7 @@ class _MasterHandlers:
         workers: dict[str, dict[str, Any]] = {}
         push = fetch = 0.0
         for row in workers_rows(status or {}):
-            if row.get("http_port") is None or row["status"] == "LOST":
+            if row.get("http_port") is None or row["status"] == WorkerStatus.LOST:
                 continue
             try:
                 async with session.get(f"http://{row['host']}:{row['http_port']}/api/v1/worker") as resp:

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import EventLog
@@ -437,7 +438,7 @@ class _MasterCollector(Collector):
             return
         yield GaugeMetricFamily("croupier_master_log_seq", "Events folded so far", value=status.get("seq", 0))
         by_state = GaugeMetricFamily("croupier_master_workers", "Workers by state", labels=["state"])
-        counts: dict[str, int] = {"ACTIVE": 0, "DECOMMISSIONING": 0, "DECOMMISSIONED": 0, "LOST": 0}
+        counts = {str(s): 0 for s in (WorkerStatus.ACTIVE, WorkerStatus.DECOMMISSIONING, WorkerStatus.LOST)}
         for w in status.get("workers", ()):
             counts[w["status"]] = counts.get(w["status"], 0) + 1
         for name, n in sorted(counts.items()):

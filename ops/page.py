@@ -29,7 +29,8 @@ th{background:#f3f3f3}.bar{background:#eee;width:10em;height:.9em;display:inline
  <span id="rates" class="muted"></span></div>
 <h2>Workers</h2>
 <table id="workers"><thead><tr><th>worker</th><th>status</th><th>host</th><th>slots</th><th>load</th>
-<th>memory</th><th>locations</th><th>disks free</th><th>push ack p99</th><th>fetch p99</th></tr></thead>
+<th>memory</th><th>locations</th><th>disks free</th><th>push ack p50/p99</th><th>fetch p50/p99</th>
+<th>commit p50/p99</th></tr></thead>
 <tbody></tbody></table>
 <h2>Shuffles</h2>
 <table id="shuffles"><thead><tr><th>shuffle</th><th>maps</th><th>partitions</th><th>progress</th>
@@ -41,6 +42,7 @@ th{background:#f3f3f3}.bar{background:#eee;width:10em;height:.9em;display:inline
 function fmtBytes(n){if(n==null)return "-";const u=["B","KiB","MiB","GiB","TiB"];let i=0;
  while(n>=1024&&i<u.length-1){n/=1024;i++}return n.toFixed(i?1:0)+" "+u[i]}
 function fmtMs(s){return s==null?"-":(s*1000).toFixed(s<0.01?2:1)+" ms"}
+function fmtQ(q){return q&&q.count?fmtMs(q.p50)+" / "+fmtMs(q.p99):"-"}
 function esc(s){return String(s).replace(/[&<>"']/g,c=>"&#"+c.charCodeAt(0)+";")}
 function cell(v){const td=document.createElement("td");td.innerHTML=v;return td}
 function fill(id,rows,key){const tb=document.querySelector("#"+id+" tbody");tb.innerHTML="";
@@ -69,11 +71,10 @@ async function refresh(){
    fmtMs(cluster.latency&&cluster.latency.append&&cluster.latency.append.p99)+"</span>";
   fill("workers",workers.map(w=>{const i=hist.workers[w.worker_id]||{};const m=i.memory||{};const q=i.latency||{};
    const disks=(i.dirs||[]).map(d=>esc(fmtBytes(d.free))).join(", ")||"-";
-   const st=w.status==="LOST"?'<span class="bad">LOST</span>':(i.congested?'<span class="warn">'+esc(w.status)+' (congested)</span>':esc(w.status));
+   const st=w.status==="lost"?'<span class="bad">lost</span>':(i.congested?'<span class="warn">'+esc(w.status)+' (congested)</span>':esc(w.status));
    return [w.worker_id,esc(w.worker_id),st,esc(w.host),w.used_slots+"/"+w.slots,
     w.load==null?"-":w.load.toFixed(2),m.cap?bar(m.used/m.cap)+" "+esc(fmtBytes(m.used)):"-",
-    i.active_locations==null?"-":i.active_locations,disks,fmtMs(q.push_ack&&q.push_ack.count?q.push_ack.p99:null),
-    fmtMs(q.fetch_chunk&&q.fetch_chunk.count?q.fetch_chunk.p99:null)]}));
+    i.active_locations==null?"-":i.active_locations,disks,fmtQ(q.push_ack),fmtQ(q.fetch_chunk),fmtQ(q.commit)]}));
   fill("shuffles",hist.shuffles.map(s=>[s.app_id+"/"+s.shuffle_id,esc(s.app_id+"/"+s.shuffle_id),s.num_mappers,
    s.num_partitions,bar(s.mappers_ended/Math.max(1,s.num_mappers)),
    s.lost_partitions.length?'<span class="bad">data lost</span>':(s.committed?"committed":"writing"),

@@ -217,6 +217,8 @@ def cmd_admin(args: argparse.Namespace) -> int:
         tenants = [to_json(row) for row in status.tenants or ()]
         print(json.dumps(tenants, sort_keys=True) if args.json else _tenants_text(tenants))
         return 0
+    if args.action == "latency":
+        return _latency(status, parse_duration(args.timeout), as_json=args.json)
     if args.action == "workers":  # with each worker's HTTP port, from its heartbeats
         http = (status.master.worker_http if status.master is not None else None) or {}
         table = [{**to_json(row), "http_port": http.get(row.worker_id)} for row in status.workers]
@@ -241,6 +243,18 @@ def cmd_admin(args: argparse.Namespace) -> int:
     }[args.action]
     table = [to_json(row) for row in rows]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
+    return 0
+
+
+def _latency(status: StatusReply, timeout: float, *, as_json: bool) -> int:
+    """Each worker's latency quantiles, read from its HTTP endpoint (``/api/v1/worker``)."""
+    from croupier.ops.cli import latency_rows
+
+    rows = latency_rows(status, timeout)
+    if as_json:
+        print(json.dumps(rows, sort_keys=True))
+    else:
+        print(_table(rows, ["worker_id", "push_ack", "replicate_ack", "fetch_chunk", "commit", "error"]))
     return 0
 
 
@@ -495,7 +509,17 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     a.add_argument("--timeout", default="10s")
     a.add_argument(
         "action",
-        choices=["status", "workers", "apps", "shuffles", "tenants", "decommission", "exclude", "include"],
+        choices=[
+            "status",
+            "workers",
+            "apps",
+            "shuffles",
+            "tenants",
+            "latency",
+            "decommission",
+            "exclude",
+            "include",
+        ],
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
     a.set_defaults(func=cmd_admin)

@@ -188,3 +188,33 @@ def test_parse_http_and_a_taken_port() -> None:
             ).start()
     finally:
         first.stop()
+
+
+def test_admin_workers_shows_http_ports_and_admin_latency_reads_them(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from croupier.services.cli import main
+
+    ports = {w.worker_id: w.http.port for w in cluster.workers if w.http is not None}
+    with croupier.connect(cluster.master_url) as client:
+        sh = client.register_app("lat").register_shuffle(num_mappers=1, num_partitions=2)
+        with sh.writer(0) as w:
+            w.write(0, b"x" * 1000)
+        assert list(sh.reader(0)) == [b"x" * 1000]
+
+    def reported() -> bool:
+        assert main(["admin", "--master", cluster.master_url, "workers", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        return {r["worker_id"]: r["http_port"] for r in rows} == ports
+
+    assert wait_for(reported)
+    assert main(["admin", "--master", cluster.master_url, "workers"]) == 0
+    assert "HTTP_PORT" in capsys.readouterr().out
+    assert main(["admin", "--master", cluster.master_url, "latency", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["worker_id"] for r in rows} == set(ports)
+    assert all(r["error"] == "" for r in rows)
+    assert sum(r["raw"]["push_ack"]["count"] for r in rows) >= 1
+    assert sum(r["raw"]["commit"]["count"] for r in rows) == 2  # one COMMIT_FILES per worker
+    assert main(["admin", "--master", cluster.master_url, "latency"]) == 0
+    assert "PUSH_ACK" in capsys.readouterr().out

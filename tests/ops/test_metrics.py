@@ -177,7 +177,7 @@ def test_master_requests_by_command_and_code_and_cluster_gauges() -> None:
         "term": 3,
         "seq": 42,
         "master": {"role": "leader"},
-        "workers": [{"status": "ACTIVE"}, {"status": "ACTIVE"}, {"status": "LOST"}],
+        "workers": [{"status": "active"}, {"status": "active"}, {"status": "lost"}],
         "apps": [{}],
         "shuffles": [
             {"committed": True, "lost_partitions": [1, 2]},
@@ -194,8 +194,8 @@ def test_master_requests_by_command_and_code_and_cluster_gauges() -> None:
     assert value(r, "croupier_master_request_seconds_count", command="GET_LOCATIONS") == 1
     assert value(r, "croupier_master_role", role="leader") == 1
     assert value(r, "croupier_master_term") == 3
-    assert value(r, "croupier_master_workers", state="ACTIVE") == 2
-    assert value(r, "croupier_master_workers", state="LOST") == 1
+    assert value(r, "croupier_master_workers", state="active") == 2
+    assert value(r, "croupier_master_workers", state="lost") == 1
     assert value(r, "croupier_master_shuffles") == 2
     assert value(r, "croupier_master_shuffles_committed") == 1
     assert value(r, "croupier_master_lost_partitions") == 2
