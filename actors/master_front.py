@@ -160,7 +160,8 @@ class MasterFront:
         Raises:
             CroupierError: the log could not be loaded (``LogCorrupted``, ``Unavailable``).
         """
-        info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": type(event_log).__name__}
+        kind = getattr(event_log, "kind", type(event_log).__name__)  # a wrapper names what it wraps
+        info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": kind}
         self._actor, self._coordinator = self._start_actor(event_log, info, None, None)
 
     def take_seat(

@@ -467,6 +467,7 @@ class TimedLog:
         self._metrics = metrics
         self.max_record_bytes = inner.max_record_bytes
         self.max_batch_bytes = inner.max_batch_bytes
+        self.kind = type(inner).__name__  # what STATUS names the log
 
     def append(self, records: Sequence[bytes]) -> int:
         t0 = time.perf_counter()

@@ -435,7 +435,38 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("master", "admin", "worker", "local", "demo", "bench", "verify"):
         _add_curve_flags(sub.choices[name])
     _add_secret_public(sub)
+    _add_config(sub, parser)
     return parser
+
+
+def _add_config(sub: _Subparsers[argparse.ArgumentParser], root: argparse.ArgumentParser) -> None:
+    root.add_argument(
+        "--config",
+        help="a TOML file: a table per command ([master], [worker], ...), keys = flag names;"
+        " $CROUPIER_<COMMAND>_<FLAG> overrides it, the command line both (default $CROUPIER_CONFIG)",
+    )
+    c = sub.add_parser("config", help="show the effective settings of a command and where each came from")
+    c.add_argument("action", choices=["show"])
+    c.add_argument("target", help="the command: master, worker, local, ...")
+    c.add_argument("--config", dest="config_here", help="the config file (as croupier --config FILE)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=lambda args: cmd_config(args, root))
+
+
+def cmd_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from croupier.ops.config import load_file, show
+
+    config = load_file(args.config_here) if args.config_here else args.config_file
+    rows = show(parser, args.target, config, os.environ)
+    if args.json:
+        print(json.dumps([{"flag": f, "value": v, "source": src} for f, v, src in rows], default=str))
+    else:
+        print(
+            _table(
+                [{"flag": f, "value": v, "source": src} for f, v, src in rows], ["flag", "value", "source"]
+            )
+        )
+    return 0
 
 
 def _add_curve_flags(p: argparse.ArgumentParser) -> None:
@@ -642,8 +673,19 @@ def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from croupier.ops.config import config_path, layer_argv, load_file
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    try:  # --config FILE and CROUPIER_<COMMAND>_<FLAG> under the command line's own flags
+        path = config_path(given, os.environ)
+        config = load_file(path) if path is not None else None
+        layered = layer_argv(parser, given, config, os.environ)
+    except ValueError as exc:
+        print(f"croupier: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(layered.argv)
+    args.config_file = config
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
