@@ -638,7 +638,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
         help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle,"
-        " curve",
+        " curve, metrics",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)

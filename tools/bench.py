@@ -25,7 +25,7 @@ from croupier.tools.bench_data import DATA_SCENARIOS
 
 __all__ = ["SCENARIOS", "main_bench"]
 
-SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle")
+SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle", "metrics")
 
 
 def _print_data(results: dict[str, Any]) -> None:
@@ -79,6 +79,25 @@ def _throttle(*, runs: int) -> dict[str, Any]:
         )
     for key, v in found["ratios"].items():
         print(f"throttle {key:44s} {v}")
+    return found
+
+
+def _metrics(*, size: int, runs: int, mappers: int, workers: int, partitions: int) -> dict[str, Any]:
+    from croupier.tools.bench_scrape import scrape_scenario
+
+    found = scrape_scenario(size, runs, mappers=mappers, partitions=partitions, workers=workers)
+    med = found["median_mb_per_s"]
+    print(
+        f"metrics  scraped every 1 s {med['scraped']:>7} MB/s, not scraped {med['quiet']:>7} MB/s"
+        f" (ratio {found['scraped_over_quiet']})"
+    )
+    for run in found["scraped_runs"]:
+        ack, fetch = run["push_ack"], run["fetch_chunk"]
+        print(
+            f"metrics  push ack P50 {ack['p50_ms']:g} ms P99 {ack['p99_ms']:g} ms (n={int(ack['count'])}),"
+            f" fetch chunk P50 {fetch['p50_ms']:g} ms P99 {fetch['p99_ms']:g} ms;"
+            f" byte counters = shuffle bytes: {run['counters_match']}"
+        )
     return found
 
 
@@ -136,6 +155,10 @@ def main_bench(
         results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
     if "throttle" in scenarios:
         results["throttle"] = _throttle(runs=runs)
+    if "metrics" in scenarios:
+        results["metrics"] = _metrics(
+            size=size, runs=runs, mappers=mappers, workers=workers, partitions=partitions
+        )
     if as_json:
         print(json.dumps(results))
     return 1 if results.get("failures") else 0
