@@ -313,7 +313,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     config = worker_config(args)
     curve = _member_curve(args)
     http = _http_listen(args, args.listen)
-    with WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve, http=http) as worker:
+    service = WorkerService(args.master, dirs, host=args.listen, config=config, curve=curve, http=http)
+    _log_field("worker_id", service.worker_id)
+    with service as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
@@ -321,6 +323,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
             logging.getLogger("croupier").info("worker %s: HTTP on %s", worker.worker_id, worker.http.url)
         _wait_for_signal()
     return 0
+
+
+def _log_field(name: str, value: str) -> None:
+    """Every JSON log line of this process carries ``name`` (``--log-format json``)."""
+    from croupier.ops.logs import JsonFormatter
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            handler.formatter.fields[name] = value
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -429,6 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: one sub-command per ``_add_*`` helper below."""
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=os.environ.get("CROUPIER_LOG_FORMAT", "text"),
+        help="json: one object per line with ts, level, logger, msg and worker_id/app_id/shuffle_id",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_master, _add_admin, _add_worker, _add_local, _add_demo, _add_bench, _add_verify):
         add(sub)
@@ -691,6 +708,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.log_format == "json":
+        from croupier.ops.logs import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     # kazoo logs every connection at INFO; keep it to warnings unless debugging
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("kazoo").setLevel(logging.WARNING)
