@@ -120,9 +120,8 @@ def main_bench(
 ) -> int:
     """Run ``scenarios`` (of :data:`SCENARIOS`), print a table (and with ``as_json`` one JSON line).
 
-    ``curve`` runs the service's data scenarios with ZeroMQ CURVE (the control scenario
-    stays plaintext). Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario.
-    """
+    ``curve`` runs the service's data scenarios with ZeroMQ CURVE (the control scenario stays
+    plaintext). Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario."""
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
         print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(SCENARIOS)})")

@@ -344,8 +344,7 @@ def run_demo(
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
     instead of using ``Shuffle.readers``. ``curve``: ZeroMQ CURVE everywhere (``secret_file``).
-    ``during(cluster)``: a context entered around the pushes and reads (before the app is
-    unregistered), e.g. a metrics scraper.
+    ``during(cluster)``: a context around the pushes and reads (e.g. a metrics scraper).
     """
     import croupier
     from croupier.services.local import LocalCluster
