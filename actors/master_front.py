@@ -113,6 +113,7 @@ class MasterFront:
         self._coordinator: CommitCoordinator | None = None
         self._burst: list[tuple[Command, ReplyFn | None]] = []
         self.watch: Callable[[Request, Responder], Responder] = lambda _request, responder: responder
+        self.http_url: str | None = None  # this master's HTTP endpoint, shown in STATUS (croupier.ops)
 
     @property
     def curve(self) -> CurveServer | None:
@@ -162,6 +163,8 @@ class MasterFront:
         """
         kind = getattr(event_log, "kind", type(event_log).__name__)  # a wrapper names what it wraps
         info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": kind}
+        if self.http_url is not None:
+            info["http"] = self.http_url
         self._actor, self._coordinator = self._start_actor(event_log, info, None, None)
 
     def take_seat(
@@ -181,6 +184,8 @@ class MasterFront:
             "log": type(event_log).__name__,
             "term": term,
         }
+        if self.http_url is not None:
+            info["http"] = self.http_url
         actor, coordinator = self._start_actor(event_log, info, on_log_error, self._takeover_timeout)
         done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
         take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))

@@ -357,6 +357,7 @@ class MasterInfo:
     worker_heartbeat_age: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     worker_load: dict[str, float] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     worker_http: dict[str, int] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    http: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     leader: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers_error: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)

@@ -60,6 +60,7 @@ def test_the_follower_redirects_to_the_leaders_http_endpoint(members: list[HaMas
     with urllib.request.urlopen(leader.http.url + "/api/v1/cluster", timeout=10) as resp:
         cluster = json.loads(resp.read())
     assert cluster["role"] == "leader" and cluster["term"] == leader.term
+    assert cluster["http"] == leader.http.url
     opener = urllib.request.build_opener(NoRedirect)
     with pytest.raises(urllib.error.HTTPError) as info:
         opener.open(follower.http.url + "/api/v1/workers", timeout=10)

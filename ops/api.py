@@ -100,9 +100,8 @@ class History:
 
     def add(self, sample: Sample, status: dict[str, Any] | None) -> None:
         self.samples.append(sample)
-        if status is not None:
-            if self.last_status is not None:
-                self.events.extend(diff_events(self.last_status, status, sample.at))
+        if status is not None:  # the first one against nothing: what exists is "registered" then
+            self.events.extend(diff_events(self.last_status or {}, status, sample.at))
             self.last_status = status
 
     def throughput(self) -> list[dict[str, float]]:
@@ -155,6 +154,6 @@ def diff_events(old: dict[str, Any], new: dict[str, Any], at: float | None = Non
             add("shuffle", f"{name} committed ({s.get('total_bytes', 0)} bytes)")
         if s.get("lost_partitions") and not (prev or {}).get("lost_partitions"):
             add("data_lost", f"{name} lost partitions {s['lost_partitions'][:10]}")
-    if old.get("term") != new.get("term"):
+    if old and old.get("term") != new.get("term"):
         add("master", f"term {old.get('term')} -> {new.get('term')}")
     return out

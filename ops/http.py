@@ -254,6 +254,7 @@ class _MasterHandlers:
                 "seq": status["seq"],
                 "role": master.get("role"),
                 "url": master.get("url"),
+                "http": master.get("http"),
                 "writable": master.get("writable"),
                 "workers": len(status["workers"]),
                 "apps": len(status["apps"]),
@@ -305,17 +306,26 @@ class _MasterHandlers:
 
     async def sample_loop(self, every: float) -> None:
         async with ClientSession(timeout=ClientTimeout(total=max(0.5, every))) as session:
+            started = time.monotonic()
             while True:
-                with contextlib.suppress(Exception):
-                    await self._sample(session)
-                await asyncio.sleep(every)
+                served = False
+                try:
+                    served = await self._sample(session)
+                except Exception:  # the next sample tries again
+                    log.debug("sampling the cluster failed", exc_info=True)
+                # until the master serves (for 10 s at most: a follower never does), look again soon
+                soon = not served and time.monotonic() - started < 10.0
+                await asyncio.sleep(min(every, 0.1) if soon else every)
 
-    async def _sample(self, session: ClientSession) -> None:
+    async def _sample(self, session: ClientSession) -> bool:
+        """One sample; False when the master does not serve (no STATUS)."""
         assert self._history is not None
         status = await self._endpoint.call(self._api.status)
+        if status is None:
+            return False
         workers: dict[str, dict[str, Any]] = {}
         push = fetch = 0.0
-        for row in workers_rows(status or {}):
+        for row in workers_rows(status):
             if row.get("http_port") is None or row["status"] == WorkerStatus.LOST:
                 continue
             try:
@@ -328,6 +338,7 @@ class _MasterHandlers:
             push += info.get("bytes", {}).get("push", 0.0)
             fetch += info.get("bytes", {}).get("fetch", 0.0)
         self._history.add(Sample(time.time(), push, fetch, workers), status)
+        return True
 
 
 def workers_rows(status: dict[str, Any]) -> list[dict[str, Any]]:

@@ -279,6 +279,8 @@ def _status_text(status: StatusReply) -> str:
     if master is not None and master.leader is not None:
         lines.append(f"leader   {master.leader or '(none)'}")
         lines.append(f"followers {', '.join(master.followers or ()) or '(none)'}")
+    if master is not None and master.http is not None:
+        lines.append(f"http     {master.http}  (metrics, /api/v1, the status page)")
     log_kind = master.log if master is not None and master.log is not None else "?"
     lines.append(f"log      {log_kind} at seq {status.seq}")
     lines.append(
@@ -369,6 +371,9 @@ def _run_local(args: argparse.Namespace) -> int:
             " Ctrl-C stops them",
             file=sys.stderr,
         )
+        http = (cluster.status().get("master") or {}).get("http")
+        if http:
+            print(f"croupier local: status page and metrics at {http}", file=sys.stderr)
         _wait_for_signal()
     return 0
 

@@ -126,6 +126,7 @@ class HaMasterService(Service):
             self._standby = HotStandby(ZooKeeperEventLog(self._zk, self.root, writer=False), load=False)
             self._standby.load()
             self._front.start()
+            self._start_http()  # before leading: the leader's STATUS names its HTTP URL
             self._leadership = Leadership(
                 self._zk,
                 self.root,
@@ -134,11 +135,6 @@ class HaMasterService(Service):
                 self._standby,
                 writer_wait=self._session_timeout * 3 + 5,
             ).start()
-            self.http = start_master_http(self._http_listen, self.metrics, self._front, self._leader_http)
-            if self.http is not None:
-                self._zk.create(
-                    self._http_node(self.url), self.http.url.encode(), ephemeral=True, makepath=True
-                )
         except BaseException:
             self.stop()
             raise
@@ -161,6 +157,12 @@ class HaMasterService(Service):
             finally:
                 self._zk.close()
             self._zk = None
+
+    def _start_http(self) -> None:
+        self.http = start_master_http(self._http_listen, self.metrics, self._front, self._leader_http)
+        if self.http is not None:
+            self._front.http_url = self.http.url
+            self._zk.create(self._http_node(self.url), self.http.url.encode(), ephemeral=True, makepath=True)
 
     def _http_node(self, rpc_url: str) -> str:
         return f"{self.root}/http/{urllib.parse.quote(rpc_url, safe='')}"

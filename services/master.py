@@ -87,8 +87,9 @@ class MasterService(Service):
                 self._log = MemoryEventLog()
             # bind first so that the URL (port 0) is known for status replies
             self._front.start()
-            self._front.serve(TimedLog(self._log, self.metrics))
             self.http = start_master_http(self._http_listen, self.metrics, self._front)
+            self._front.http_url = self.http.url if self.http is not None else None
+            self._front.serve(TimedLog(self._log, self.metrics))
         except BaseException:
             self.stop()
             raise

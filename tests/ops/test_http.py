@@ -98,6 +98,7 @@ def test_workers_report_their_http_port_to_the_master(cluster: LocalCluster) -> 
     ports = {w.worker_id: w.http.port for w in cluster.workers if w.http is not None}
     rows = wait_for(lambda: [r for r in get(base + "/api/v1/workers") if r["http_port"] is not None], 10)
     assert {r["worker_id"]: r["http_port"] for r in rows} == ports
+    assert cluster.status()["master"]["http"] == base  # STATUS names the master's HTTP endpoint
     cluster_info = get(base + "/api/v1/cluster")
     assert cluster_info["workers"] == 2 and cluster_info["role"] == "standalone"
     assert cluster_info["latency"]["append"]["count"] >= 1
@@ -210,6 +211,8 @@ def test_admin_workers_shows_http_ports_and_admin_latency_reads_them(
     assert wait_for(reported)
     assert main(["admin", "--master", cluster.master_url, "workers"]) == 0
     assert "HTTP_PORT" in capsys.readouterr().out
+    assert main(["admin", "--master", cluster.master_url, "status"]) == 0
+    assert f"http     {cluster.master.http.url}" in capsys.readouterr().out  # type: ignore[union-attr]
     assert main(["admin", "--master", cluster.master_url, "latency", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["worker_id"] for r in rows} == set(ports)
