@@ -111,7 +111,7 @@ def test_the_page_shows_the_workers_and_a_running_shuffle(cluster: LocalCluster,
             dom = chromium(["--dump-dom", url], tmp_path / "profile")
             assert dom.returncode == 0, dom.stderr[-2000:]
             shot = Path(os.environ.get("CROUPIER_SCREENSHOT", tmp_path / "status-page.png"))
-            taken = chromium([f"--screenshot={shot}", "--window-size=1280,1000", url], tmp_path / "profile")
+            taken = chromium([f"--screenshot={shot}", "--window-size=1440,900", url], tmp_path / "profile")
             assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr[-2000:]
         finally:
             running.close()

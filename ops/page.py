@@ -14,8 +14,8 @@ PAGE_HTML = """<!doctype html>
 <style>
 body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.2em 0 .4em}
-table{border-collapse:collapse;min-width:40em}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left}
-th{background:#f3f3f3}.bar{background:#eee;width:10em;height:.9em;display:inline-block;vertical-align:middle}
+table{border-collapse:collapse;min-width:40em}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:left;white-space:nowrap}
+th{background:#f3f3f3}.bar{background:#eee;width:6em;height:.9em;display:inline-block;vertical-align:middle}
 .bar>span{background:#4a8;height:100%;display:block}.warn{color:#b50}.bad{color:#c00;font-weight:bold}
 #summary span{margin-right:1.5em}svg{border:1px solid #ddd;background:#fafafa}
 .muted{color:#888}
