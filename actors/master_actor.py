@@ -186,6 +186,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
+        self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
@@ -309,6 +310,10 @@ class MasterActor(pykka.ThreadingActor):
                 self._unwritable_reason = reason
             case "describe":
                 return to_json(self._master_info())
+            case "status":  # the HTTP API (croupier.ops): STATUS as an admin would get it
+                return self._status()
+            case ("inspect", fn):  # the HTTP API: read the state on this thread
+                return fn(self.state)
             case _:
                 log.warning("MasterActor ignored unknown message %r", message)
         return None
@@ -357,6 +362,8 @@ class MasterActor(pykka.ThreadingActor):
             return
         if isinstance(command, WorkerHeartbeat | RegisterWorker):
             self._worker_seen[command.worker_id] = now
+        if isinstance(command, WorkerHeartbeat) and command.http_port is not None:
+            self._worker_http[command.worker_id] = command.http_port
         if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
             self._apps[command.app_id].tell(AppHeartbeatSeen(now))
         self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
@@ -427,6 +434,7 @@ class MasterActor(pykka.ThreadingActor):
             case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
                 self._pushed.pop(wid, None)  # a lost or restarted worker holds nothing in memory
                 self._worker_dirs.pop(wid, None)  # its next heartbeat reports its disks again
+                self._worker_http.pop(wid, None)  # its next heartbeat says it again
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
@@ -498,6 +506,17 @@ class MasterActor(pykka.ThreadingActor):
         for ref in self._apps.values():
             ref.tell(AppTick(now))
 
+    def _status(self) -> dict[str, Any]:
+        command = Status()
+        quotas = self._quotas(command)
+        body, _ = decide(
+            self.state, command, self._clock(), self._rng, max_apps=self._config.max_apps, quotas=quotas
+        )
+        assert isinstance(body, StatusReply)
+        tenants = tenant_rows(self.state, quotas)
+        out: dict[str, Any] = to_json(dataclasses.replace(body, master=self._master_info(), tenants=tenants))
+        return out
+
     def _master_info(self) -> MasterInfo:
         now = self._clock()
         return MasterInfo(
@@ -511,6 +530,7 @@ class MasterActor(pykka.ThreadingActor):
             worker_heartbeat_age={w: round(now - t, 3) for w, t in sorted(self._worker_seen.items())},
             worker_load=dict(sorted(self._worker_load.items())),
             worker_dirs=dict(sorted(self._worker_dirs.items())),
+            worker_http=dict(sorted(self._worker_http.items())) or None,
         )
 
 

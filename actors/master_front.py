@@ -128,6 +128,8 @@ class MasterFront:
         self._actor: ActorRef | None = None
         self._coordinator: CommitCoordinator | None = None
         self._burst: list[tuple[Command, ReplyFn | None]] = []
+        self.watch: Callable[[Request, Responder], Responder] = lambda _request, responder: responder
+        self.http_url: str | None = None  # this master's HTTP endpoint, shown in STATUS (croupier.ops)
 
     @property
     def curve(self) -> CurveServer | None:
@@ -176,7 +178,10 @@ class MasterFront:
         Raises:
             CroupierError: the log could not be loaded (``LogCorrupted``, ``Unavailable``).
         """
-        info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": type(event_log).__name__}
+        kind = getattr(event_log, "kind", type(event_log).__name__)  # a wrapper names what it wraps
+        info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": kind}
+        if self.http_url is not None:
+            info["http"] = self.http_url
         self._actor, self._coordinator = self._start_actor(event_log, info, None, None)
 
     def take_seat(
@@ -196,6 +201,8 @@ class MasterFront:
             "log": type(event_log).__name__,
             "term": term,
         }
+        if self.http_url is not None:
+            info["http"] = self.http_url
         actor, coordinator = self._start_actor(event_log, info, on_log_error, self._takeover_timeout)
         done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
         take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))
@@ -295,6 +302,17 @@ class MasterFront:
         result: dict[str, Any] = actor.ask("describe", block=True)
         return result
 
+    def ask(self, message: Any) -> Any:
+        """Ask the serving actor ``"status"`` or ``("inspect", fn)`` (the HTTP API);
+        None when no actor serves (a follower, or starting or stopping)."""
+        actor = self._actor
+        if actor is None:
+            return None
+        try:
+            return actor.ask(message, block=True, timeout=10.0)
+        except pykka.ActorDeadError:
+            return None
+
     def _tick_loop(self) -> None:
         while not self._stop_ticker.wait(self.config.sweep_interval):
             self.tick()
@@ -307,6 +325,7 @@ class MasterFront:
             # unsigned: it may create this app, but not repeat it (that would hand out its key)
             command = UnsignedRegisterApp(command.name, command.app_id)
         public = isinstance(command, Status) and request.scheme is not Scheme.MEMBER
+        responder = self.watch(request, responder)  # metrics (croupier.ops); the identity by default
         if self._actor is None:
             body = self._when_idle(command)
             responder.ok(public_status(body) if public else body)

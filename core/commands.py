@@ -114,6 +114,8 @@ class WorkerHeartbeat(Command):
     ``dirs``: per data directory ``(path, free, total, reserve, healthy)``; a worker none of
     whose directories is healthy with ``free >= reserve`` gets no new slots. None: not
     reported (every directory counts as usable).
+    ``http_port``: the port of the worker's HTTP endpoint (``/metrics``) on its host, shown in
+    STATUS ``master.worker_http``. None: it has none.
     """
 
     TYPE = MsgType.WORKER_HEARTBEAT
@@ -126,11 +128,14 @@ class WorkerHeartbeat(Command):
     held: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     pushed: tuple[tuple[str, int, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     dirs: tuple[DirReport, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    http_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
         if self.dirs is not None:
             _dirs(self.dirs)
+        if self.http_port is not None:
+            check_port(self.http_port, "http_port")
         if self.pushed is not None:
             if len(self.pushed) > MAX_HELD:
                 raise BadRequest(f"pushed lists at most {MAX_HELD} shuffles, got {len(self.pushed)}")

@@ -367,6 +367,8 @@ class MasterInfo:
     worker_dirs: dict[str, tuple[tuple[str, int, int, int, bool], ...]] | None = field(
         default=None, metadata=OMITTED_WHEN_NONE
     )
+    worker_http: dict[str, int] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    http: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     leader: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers: tuple[str, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     followers_error: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)

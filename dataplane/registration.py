@@ -62,8 +62,10 @@ class Registration:
         pushed: PushedBytes | None = None,
         on_status: Callable[[str], None] | None = None,
         dirs: Callable[[], list[DirState]] | None = None,
+        http_port: int | None = None,
     ) -> None:
         self._on_status = on_status
+        self.http_port = http_port  # reported in every heartbeat
         self._pushed = pushed
         self._dirs = dirs
         self._master = master
@@ -127,6 +129,7 @@ class Registration:
                 held=held,
                 pushed=self._pushed.report() if self._pushed is not None else None,
                 dirs=self._dir_reports(),
+                http_port=self.http_port,
             )
         )
         if self._on_status is None and not (self._orphans is not None and held):

@@ -148,3 +148,27 @@ def test_bench_small_reads_measures_every_mode_with_and_without_the_tier() -> No
     }
     assert all(ms["median"] > 0 for ms in found["ms_per_partition"].values())
     assert len(found["ratios"]) == 2
+
+
+def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main_bench(
+        ["metrics"],
+        ha=False,
+        runs=1,
+        commands=0,
+        clients=1,
+        as_json=True,
+        size=8 * 1024**2,
+        mappers=2,
+        workers=2,
+        partitions=8,
+    )
+    out = capsys.readouterr().out
+    found = json.loads(out.strip().splitlines()[-1])["metrics"]
+    assert code == 0
+    assert set(found["mb_per_s"]) == {"scraped", "quiet"} and found["scraped_over_quiet"] > 0
+    (run,) = found["scraped_runs"]
+    assert run["counters_match"] and run["shuffle_bytes"] > 8 * 1024**2
+    assert run["push_ack"]["count"] >= 1 and run["push_ack"]["p99_ms"] > 0
+    assert run["fetch_chunk"]["count"] >= 8
+    assert "push ack P50" in out

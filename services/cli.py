@@ -164,19 +164,24 @@ def cmd_master(args: argparse.Namespace) -> int:
             session_timeout=parse_duration(args.session_timeout),
             curve=_member_curve(args, secret),
             secret=secret,
+            http=_http_listen(args, parse_listen(args.listen).removeprefix("tcp://").rpartition(":")[0]),
         ) as member:
             print(member.url, flush=True)
+            if member.http is not None:
+                logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", member.http.url)
             _wait_for_signal()
         return 0
     data_dir = args.data_dir or _default_data_dir()
     secret = _secret(args, data_dir)
     curve = _member_curve(args, secret)
-    with MasterService(
-        parse_listen(args.listen), data_dir, config=config, curve=curve, secret=secret
-    ) as master:
+    listen = parse_listen(args.listen)
+    http = _http_listen(args, listen.removeprefix("tcp://").rpartition(":")[0])
+    with MasterService(listen, data_dir, config=config, curve=curve, secret=secret, http=http) as master:
         # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
         logging.getLogger("croupier").info("data dir %s", data_dir)
+        if master.http is not None:
+            logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", master.http.url)
         _wait_for_signal()
     return 0
 
@@ -239,7 +244,7 @@ def _table(rows: list[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
-    from croupier.core.commands import DecommissionWorker, ExcludeWorker, Status
+    from croupier.core.commands import Status
     from croupier.transports.auth import Signer
     from croupier.transports.master_client import MasterClient
 
@@ -251,21 +256,33 @@ def cmd_admin(args: argparse.Namespace) -> int:
         args.master, timeout=parse_duration(args.timeout), attempts=3, curve=curve, signer=signer
     ) as client:
         if args.action in ("decommission", "exclude", "include"):
-            if not args.target:
-                print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
-                return 2
-            changed: ChangedReply | DecommissionReply
-            if args.action == "decommission":
-                changed = client.request(DecommissionWorker(args.target), DecommissionReply)
-                if args.wait:
-                    return _follow_drain(client, args.target, changed, json_out=args.json)
-            else:
-                exclude = ExcludeWorker(args.target, excluded=args.action == "exclude")
-                changed = client.request(exclude, ChangedReply)
-            out = to_json(changed)
-            print(json.dumps(out) if args.json else f"{args.action} {args.target}: {out}")
-            return 0
+            return _admin_worker_action(client, args)
         status = client.request(Status(), StatusReply)
+    return _admin_show(status, args)
+
+
+def _admin_worker_action(client: MasterClient, args: argparse.Namespace) -> int:
+    """``admin decommission|exclude|include WORKER_ID`` (``--wait`` follows a decommission)."""
+    from croupier.core.commands import DecommissionWorker, ExcludeWorker
+
+    if not args.target:
+        print(f"croupier admin {args.action}: give a WORKER_ID", file=sys.stderr)
+        return 2
+    changed: ChangedReply | DecommissionReply
+    if args.action == "decommission":
+        changed = client.request(DecommissionWorker(args.target), DecommissionReply)
+        if args.wait:
+            return _follow_drain(client, args.target, changed, json_out=args.json)
+    else:
+        exclude = ExcludeWorker(args.target, excluded=args.action == "exclude")
+        changed = client.request(exclude, ChangedReply)
+    out = to_json(changed)
+    print(json.dumps(out) if args.json else f"{args.action} {args.target}: {out}")
+    return 0
+
+
+def _admin_show(status: StatusReply, args: argparse.Namespace) -> int:
+    """``admin status|tenants|latency|workers|apps|shuffles``, from one STATUS reply."""
     if args.action == "status":
         print(json.dumps(to_json(status), sort_keys=True) if args.json else _status_text(status))
         return 0
@@ -273,11 +290,17 @@ def cmd_admin(args: argparse.Namespace) -> int:
         tenants = [to_json(row) for row in status.tenants or ()]
         print(json.dumps(tenants, sort_keys=True) if args.json else _tenants_text(tenants))
         return 0
+    if args.action == "latency":
+        return _latency(status, parse_duration(args.timeout), as_json=args.json)
+    if args.action == "workers":  # with each worker's HTTP port and disks, from its heartbeats
+        http = (status.master.worker_http if status.master is not None else None) or {}
+        table = [{**to_json(row), "http_port": http.get(row.worker_id)} for row in status.workers]
+        _add_dirs(table, status)
+        columns = ["worker_id", "host", "status", "excluded", "used_slots", "slots", "http_port"]
+        columns += ["incarnation", "dirs"]
+        print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
+        return 0
     rows, columns = {
-        "workers": (
-            status.workers,
-            ["worker_id", "host", "status", "excluded", "used_slots", "slots", "incarnation"],
-        ),
         "apps": (status.apps, ["app_id", "name", "shuffles"]),
         "shuffles": (
             status.shuffles,
@@ -285,9 +308,6 @@ def cmd_admin(args: argparse.Namespace) -> int:
         ),
     }[args.action]
     table = [to_json(row) for row in rows]
-    if args.action == "workers":
-        _add_dirs(table, status)
-        columns = [*columns, "dirs"]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
     return 0
 
@@ -334,6 +354,18 @@ def _add_dirs(table: list[dict[str, Any]], status: StatusReply) -> None:
         row["dirs"] = "; ".join(shown)
 
 
+def _latency(status: StatusReply, timeout: float, *, as_json: bool) -> int:
+    """Each worker's latency quantiles, read from its HTTP endpoint (``/api/v1/worker``)."""
+    from croupier.ops.cli import latency_rows
+
+    rows = latency_rows(status, timeout)
+    if as_json:
+        print(json.dumps(rows, sort_keys=True))
+    else:
+        print(_table(rows, ["worker_id", "push_ack", "replicate_ack", "fetch_chunk", "commit", "error"]))
+    return 0
+
+
 def _tenants_text(rows: list[dict[str, Any]]) -> str:
     """Each tenant's usage against its limits, ``used/limit`` (``-`` = unlimited)."""
     table = [
@@ -355,6 +387,8 @@ def _status_text(status: StatusReply) -> str:
     if master is not None and master.leader is not None:
         lines.append(f"leader   {master.leader or '(none)'}")
         lines.append(f"followers {', '.join(master.followers or ()) or '(none)'}")
+    if master is not None and master.http is not None:
+        lines.append(f"http     {master.http}  (metrics, /api/v1, the status page)")
     log_kind = master.log if master is not None and master.log is not None else "?"
     lines.append(f"log      {log_kind} at seq {status.seq}")
     lines.append(
@@ -393,16 +427,30 @@ def cmd_worker(args: argparse.Namespace) -> int:
     config = worker_config(args)
     secret = _secret(args)
     curve = _member_curve(args, secret)
-    with WorkerService(
-        args.master, dirs, host=args.listen, config=config, curve=curve, secret=secret
-    ) as worker:
+    http = _http_listen(args, args.listen)
+    service = WorkerService(
+        args.master, dirs, host=args.listen, config=config, curve=curve, secret=secret, http=http
+    )
+    _log_field("worker_id", service.worker_id)
+    with service as worker:
         # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
+        if worker.http is not None:
+            logging.getLogger("croupier").info("worker %s: HTTP on %s", worker.worker_id, worker.http.url)
         _wait_for_signal(worker.drained)  # decommissioned and drained: exit 0
         if worker.drained.is_set():
             logging.getLogger("croupier").warning("worker %s drained; exiting", worker.worker_id)
     return 0
+
+
+def _log_field(name: str, value: str) -> None:
+    """Every JSON log line of this process carries ``name`` (``--log-format json``)."""
+    from croupier.ops.logs import JsonFormatter
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            handler.formatter.fields[name] = value
 
 
 def cmd_local(args: argparse.Namespace) -> int:
@@ -439,6 +487,9 @@ def _run_local(args: argparse.Namespace) -> int:
             f" the cluster secret is {cluster.secret_file}; Ctrl-C stops them",
             file=sys.stderr,
         )
+        http = (cluster.status().get("master") or {}).get("http")
+        if http:
+            print(f"croupier local: status page and metrics at {http}", file=sys.stderr)
         _wait_for_signal()
     return 0
 
@@ -513,6 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: one sub-command per ``_add_*`` helper below."""
     parser = argparse.ArgumentParser(prog="croupier", description="Croupier remote shuffle service")
     parser.add_argument("--log-level", default=os.environ.get("CROUPIER_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=os.environ.get("CROUPIER_LOG_FORMAT", "text"),
+        help="json: one object per line with ts, level, logger, msg and worker_id/app_id/shuffle_id",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (
         _add_master,
@@ -528,7 +585,38 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("master", "admin", "worker", "local", "demo", "bench", "verify"):
         _add_curve_flags(sub.choices[name])
     _add_secret_public(sub)
+    _add_config(sub, parser)
     return parser
+
+
+def _add_config(sub: _Subparsers[argparse.ArgumentParser], root: argparse.ArgumentParser) -> None:
+    root.add_argument(
+        "--config",
+        help="a TOML file: a table per command ([master], [worker], ...), keys = flag names;"
+        " $CROUPIER_<COMMAND>_<FLAG> overrides it, the command line both (default $CROUPIER_CONFIG)",
+    )
+    c = sub.add_parser("config", help="show the effective settings of a command and where each came from")
+    c.add_argument("action", choices=["show"])
+    c.add_argument("target", help="the command: master, worker, local, ...")
+    c.add_argument("--config", dest="config_here", help="the config file (as croupier --config FILE)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=lambda args: cmd_config(args, root))
+
+
+def cmd_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from croupier.ops.config import load_file, show
+
+    config = load_file(args.config_here) if args.config_here else args.config_file
+    rows = show(parser, args.target, config, os.environ)
+    if args.json:
+        print(json.dumps([{"flag": f, "value": v, "source": src} for f, v, src in rows], default=str))
+    else:
+        print(
+            _table(
+                [{"flag": f, "value": v, "source": src} for f, v, src in rows], ["flag", "value", "source"]
+            )
+        )
+    return 0
 
 
 def _add_curve_flags(p: argparse.ArgumentParser) -> None:
@@ -567,7 +655,23 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     _add_quota_flags(m)
     _add_peer_reply_flag(m, MasterConfig().max_peer_reply_bytes)
     _add_secret_flag(m, "the cluster secret (default: <data-dir>/secret, created; required with --ha)")
+    _add_http_flag(m)
     m.set_defaults(func=cmd_master)
+
+
+def _add_http_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--http",
+        help="HOST:PORT of the HTTP endpoint (/metrics, /api/v1, the master's status page);"
+        " default: the --listen host, a free port; 'off' = none. No credentials: guard it like an admin port",
+    )
+
+
+def _http_listen(args: argparse.Namespace, listen_host: str) -> str | None:
+    """``--http``: None when off; the listen host and port 0 when not given."""
+    if args.http is None:
+        return f"{listen_host}:0"
+    return None if args.http == "off" else str(args.http)
 
 
 def _add_peer_reply_flag(parser: argparse.ArgumentParser, default: int) -> None:
@@ -585,7 +689,17 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     a.add_argument("--timeout", default="10s")
     a.add_argument(
         "action",
-        choices=["status", "workers", "apps", "shuffles", "tenants", "decommission", "exclude", "include"],
+        choices=[
+            "status",
+            "workers",
+            "apps",
+            "shuffles",
+            "tenants",
+            "latency",
+            "decommission",
+            "exclude",
+            "include",
+        ],
     )
     a.add_argument("target", nargs="?", help="WORKER_ID for decommission/exclude/include")
     _add_secret_flag(a, "the cluster secret: admin signs as a member")
@@ -631,6 +745,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     _add_throttle_flags(w)
     _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
     _add_memory_tier_flags(w)
+    _add_http_flag(w)
     w.set_defaults(func=cmd_worker)
 
 
@@ -708,7 +823,7 @@ def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         "--scenarios",
         default="raw,ceiling,ceiling-tuned,scale,control",
         help="comma-separated: raw, ceiling, ceiling-tuned, scale, dask, control, actors, reads, throttle,"
-        " curve, small-reads",
+        " curve, small-reads, metrics",
     )
     b.add_argument("--size", default="256MiB", help="bytes per data-plane run")
     b.add_argument("--mappers", type=int, default=8)
@@ -751,13 +866,29 @@ def _add_secret(sub: _Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from croupier.ops.config import config_path, layer_argv, load_file
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    try:  # --config FILE and CROUPIER_<COMMAND>_<FLAG> under the command line's own flags
+        path = config_path(given, os.environ)
+        config = load_file(path) if path is not None else None
+        layered = layer_argv(parser, given, config, os.environ)
+    except ValueError as exc:
+        print(f"croupier: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(layered.argv)
+    args.config_file = config
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if args.log_format == "json":
+        from croupier.ops.logs import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     # kazoo logs every connection at INFO; keep it to warnings unless debugging
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("kazoo").setLevel(logging.WARNING)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -31,6 +32,8 @@ from croupier.core.urls import parse_master_url
 from croupier.ha.leadership import Leadership
 from croupier.ha.standby import HotStandby
 from croupier.ha.zklog import ZooKeeperEventLog
+from croupier.ops.http import HttpEndpoint, start_master_http
+from croupier.ops.metrics import MasterMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
 from croupier.transports.secret import ClusterSecret
@@ -48,6 +51,9 @@ class HaMasterService(Service):
     session_timeout: the ZooKeeper session timeout, seconds.
     curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
     secret: the cluster secret (PROTOCOL §2.1); None (library use) accepts every request.
+    http: ``HOST:PORT`` of the HTTP endpoint (port 0 = any free port; None = none). Each
+        member publishes its HTTP URL in the ephemeral znode ``<root>/http/<quoted RPC URL>``
+        so that a follower's ``/api/v1`` redirects to the leader's.
     """
 
     def __init__(
@@ -61,8 +67,12 @@ class HaMasterService(Service):
         rng: random.Random | None = None,
         curve: CurveServer | None = None,
         secret: ClusterSecret | None = None,
+        http: str | None = None,
     ) -> None:
         parsed = parse_master_url(zk_url)
+        self.metrics = MasterMetrics()
+        self._http_listen = http
+        self.http: HttpEndpoint | None = None
         if parsed.kind != "zk":
             raise ValueError(f"{zk_url}: --ha needs a zk://hosts/root URL")
         self.config = config or MasterConfig()
@@ -83,6 +93,8 @@ class HaMasterService(Service):
         self._zk: Any = None
         self._standby: HotStandby | None = None
         self._leadership: Leadership | None = None
+        self._front.watch = self.metrics.watch
+        self.metrics.collect(self._metrics_state)
 
     @property
     def url(self) -> str:
@@ -118,6 +130,7 @@ class HaMasterService(Service):
             self._standby = HotStandby(ZooKeeperEventLog(self._zk, self.root, writer=False), load=False)
             self._standby.load()
             self._front.start()
+            self._start_http()  # before leading: the leader's STATUS names its HTTP URL
             self._leadership = Leadership(
                 self._zk,
                 self.root,
@@ -133,6 +146,9 @@ class HaMasterService(Service):
         return self
 
     def stop(self) -> None:
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
         if self._leadership is not None:
             self._leadership.stop()
         self._front.stop()
@@ -145,6 +161,31 @@ class HaMasterService(Service):
             finally:
                 self._zk.close()
             self._zk = None
+
+    def _start_http(self) -> None:
+        self.http = start_master_http(self._http_listen, self.metrics, self._front, self._leader_http)
+        if self.http is not None:
+            self._front.http_url = self.http.url
+            self._zk.create(self._http_node(self.url), self.http.url.encode(), ephemeral=True, makepath=True)
+
+    def _http_node(self, rpc_url: str) -> str:
+        return f"{self.root}/http/{urllib.parse.quote(rpc_url, safe='')}"
+
+    def _leader_http(self) -> str | None:
+        """The leader's HTTP URL, from its znode (None: no leader, or it has no HTTP endpoint)."""
+        leader, zk = self.leader_url, self._zk
+        if not leader or leader == self.url or zk is None:
+            return None
+        try:
+            data, _ = zk.get(self._http_node(leader))
+        except Exception:  # NoNodeError, or ZooKeeper unreachable
+            return None
+        return bytes(data).decode() or None
+
+    def _metrics_state(self) -> dict[str, Any]:
+        """STATUS while leading; a follower's role and term only."""
+        status: dict[str, Any] | None = self._front.ask("status")
+        return status or {"master": {"role": str(self.role)}, "term": self.term}
 
     def _ensemble(self) -> dict[str, Any]:
         assert self._leadership is not None

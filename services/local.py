@@ -103,6 +103,8 @@ class LocalCluster(Service):
     secret_file: the secret to use; default ``$CROUPIER_SECRET_FILE``, else ``<base_dir>/secret``
         (created). Every master and worker started here gets it (``--secret-file``).
     disks: data directories per worker (``<base_dir>/worker<i>/disk<d>``).
+    http: in-process only: give the master and each worker an HTTP endpoint on a free port
+        (``master.http.url``, ``workers[i].http.url``).
     """
 
     def __init__(
@@ -122,7 +124,9 @@ class LocalCluster(Service):
         secure: bool | None = None,
         secret_file: str | os.PathLike[str] | None = None,
         disks: int = 1,
+        http: bool = False,
     ) -> None:
+        self.http = http  # in-process: an HTTP endpoint on a free port for the master and each worker
         self.num_workers = workers
         self.disks = disks
         self.ha = ha
@@ -183,6 +187,7 @@ class LocalCluster(Service):
                     config=self.master_config,
                     curve=self.curve,
                     secret=self.secret,
+                    http="127.0.0.1:0" if self.http else None,
                 ).start()
                 self.master_url = self.master.url
                 for i in range(self.num_workers):
@@ -267,6 +272,7 @@ class LocalCluster(Service):
                 session_timeout=self.session_timeout,
                 curve=self.curve,
                 secret=self.secret,
+                http="127.0.0.1:0" if self.http else None,
             ).start()
             if i < len(self.ha_masters):
                 self.ha_masters[i] = member
@@ -315,6 +321,7 @@ class LocalCluster(Service):
             config=self.worker_config,
             curve=self.curve,
             secret=self.secret,
+            http="127.0.0.1:0" if self.http else None,
         )
 
     def _spawn_worker(self, i: int) -> _Child:

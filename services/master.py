@@ -21,6 +21,8 @@ from croupier.actors.master_front import MasterFront
 from croupier.core.config import MasterConfig
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
+from croupier.ops.http import HttpEndpoint, start_master_http
+from croupier.ops.metrics import MasterMetrics, TimedLog
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
 from croupier.transports.secret import ClusterSecret
@@ -43,6 +45,8 @@ class MasterService(Service):
         curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
         secret: the cluster secret (PROTOCOL §2.1): requests are checked against it and the
             master's requests to workers are member-signed. None (library use) accepts every request.
+        http: ``HOST:PORT`` of the HTTP endpoint (``/metrics``, ``/api/v1``, the status page;
+            port 0 = any free port); None = none. Unauthenticated: bind it like an admin port.
     """
 
     def __init__(
@@ -56,14 +60,20 @@ class MasterService(Service):
         event_log: EventLog | None = None,
         curve: CurveServer | None = None,
         secret: ClusterSecret | None = None,
+        http: str | None = None,
     ) -> None:
         self.config = config or MasterConfig()
+        self.metrics = MasterMetrics()  # Prometheus, in a registry of its own (croupier.ops)
+        self._http_listen = http
+        self.http: HttpEndpoint | None = None
         self._data_dir = data_dir
         self._given_log = event_log
         self._log: EventLog | None = None
         self._front = MasterFront(
             listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve, secret=secret
         )
+        self._front.watch = self.metrics.watch
+        self.metrics.collect(lambda: self._front.ask("status"))
 
     @property
     def url(self) -> str:
@@ -81,7 +91,9 @@ class MasterService(Service):
                 self._log = MemoryEventLog()
             # bind first so that the URL (port 0) is known for status replies
             self._front.start()
-            self._front.serve(self._log)
+            self.http = start_master_http(self._http_listen, self.metrics, self._front)
+            self._front.http_url = self.http.url if self.http is not None else None
+            self._front.serve(TimedLog(self._log, self.metrics))
         except BaseException:
             self.stop()
             raise
@@ -95,6 +107,9 @@ class MasterService(Service):
 
     def stop(self) -> None:
         """Stop serving, commit what is queued, close the log. Idempotent."""
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
         self._front.stop()
         if self._log is not None and self._given_log is None:
             self._log.close()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Sequence
@@ -51,6 +52,8 @@ from croupier.dataplane.registration import Registration
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
+from croupier.ops.http import HttpEndpoint, parse_http, worker_routes
+from croupier.ops.metrics import WorkerGauges, WorkerMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.memory_tier import MemoryTier
@@ -83,6 +86,8 @@ class WorkerService(Service):
         secret: the cluster secret: every request is checked (PROTOCOL §2.1; app requests
             against the app key derived from it), and registration, heartbeats and
             REPLICATE are member-signed. None (library use) accepts every request.
+        http: ``HOST:PORT`` of the HTTP endpoint (``/metrics``, ``/api/v1/worker``; port 0 =
+            any free port, reported to the master in heartbeats); None = no HTTP endpoint.
     """
 
     def __init__(
@@ -96,9 +101,13 @@ class WorkerService(Service):
         store: PartitionStore | None = None,
         curve: CurveServer | None = None,
         secret: ClusterSecret | None = None,
+        http: str | None = None,
     ) -> None:
         self.curve = curve
         self._secret = secret
+        self.metrics = WorkerMetrics()  # Prometheus, in a registry of its own (croupier.ops)
+        self._http_listen = http
+        self.http: HttpEndpoint | None = None
         if not dirs and store is None:
             raise ValueError("a worker needs at least one data directory")
         self.config = config or WorkerConfig()
@@ -137,6 +146,7 @@ class WorkerService(Service):
         self._control: ControlHandler | None = None
         self._servers: dict[str, RpcServer] = {}
         self._registration: Registration | None = None
+        self._flush_stats: list[FlushStats] = []
 
     def _persistent_id(self) -> str:
         if not self.dirs:
@@ -186,6 +196,7 @@ class WorkerService(Service):
             self._serve(
                 "fetch", self._fetch.on_fetch, MsgType.OPEN_STREAM, MsgType.FETCH_CHUNK, MsgType.FETCH_SMALL
             )
+            self._start_http()
             self._registration = self._registration_with_master()
             self._registration.start()
         except BaseException:
@@ -242,7 +253,7 @@ class WorkerService(Service):
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
         self._on_disk = {(cf.key.app_id, cf.key.shuffle_id) for cf in committed}
-        stats = [FlushStats() for _ in range(store.num_disks)]
+        stats = self._flush_stats = [FlushStats() for _ in range(store.num_disks)]
         self._flushers = [FlusherActor.start(i, self.limiter, stats[i]) for i in range(store.num_disks)]
         # a given store's disks need not be self.dirs: then only the flushers' busy time counts
         self._load = LoadSampler(
@@ -266,7 +277,7 @@ class WorkerService(Service):
         data_port = name in ("push", "replicate")
         server = RpcServer(
             f"tcp://{self.host}:0",
-            handler,
+            self.metrics.watch(name, handler),
             name=f"worker-{name}",
             allowed_types=[int(t) for t in types],
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
@@ -307,6 +318,7 @@ class WorkerService(Service):
             pushed=self._pushed,
             on_status=self._on_status,
             dirs=self._room.states if self._room is not None else None,
+            http_port=self.http.port if self.http is not None else None,
         )
 
     def _on_status(self, status: str) -> None:
@@ -318,6 +330,54 @@ class WorkerService(Service):
         if status == WorkerStatus.DRAINED and not self.drained.is_set():
             log.warning("worker %s is drained: no registered shuffle holds a slot here", self.worker_id)
             self.drained.set()
+
+    def _start_http(self) -> None:
+        """The metrics' gauges, then the HTTP endpoint if asked for."""
+        limiter, throttle = self.limiter, self.throttle
+        flushers = self._flush_stats
+        self.metrics.collect(
+            WorkerGauges(
+                memory=lambda: (limiter.used, limiter.cap, limiter.peak, limiter.held, limiter.congested),
+                locations=lambda: len(self._locations),
+                flush=lambda: [(s.bytes_written, s.busy_seconds, s.writes) for s in flushers],
+                dirs=list(self.dirs),
+                connections=lambda: {n: s.connections.live for n, s in list(self._servers.items())},
+                throttled=lambda: (
+                    {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
+                ),
+                load=lambda: dict(self.load),
+            )
+        )
+        if self._http_listen is not None:
+            host, port = parse_http(self._http_listen)
+            routes = worker_routes(self.metrics.registry, self.http_info)
+            self.http = HttpEndpoint(host, port, routes, name="worker-http").start()
+
+    def http_info(self) -> dict[str, Any]:
+        """``/api/v1/worker``: this worker's figures for the status page and scripts."""
+        limiter = self.limiter
+        dirs = []
+        for d in self.dirs:
+            try:
+                usage = shutil.disk_usage(d)
+            except OSError:
+                dirs.append({"dir": str(d), "healthy": False})
+                continue
+            dirs.append(
+                {"dir": str(d), "used": usage.used, "free": usage.free, "total": usage.total, "healthy": True}
+            )
+        return {
+            "worker_id": self.worker_id,
+            "incarnation": self.incarnation,
+            "memory": {"used": limiter.used, "cap": limiter.cap, "peak": limiter.peak, "held": limiter.held},
+            "congested": self.metrics.congested_now(),
+            "active_locations": len(self._locations),
+            "bytes": self.metrics.bytes_by_port(),
+            "latency": self.metrics.quantiles(),
+            "dirs": dirs,
+            "throttled": sorted(self.throttle.throttled) if self.throttle is not None else [],
+            "load": self.load,
+        }
 
     def _client_curve(self) -> CurveClient | None:
         return self.curve.client() if self.curve is not None else None
@@ -362,6 +422,9 @@ class WorkerService(Service):
         if self._registration is not None:
             self._registration.stop()
             self._registration = None
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
         for server in self._servers.values():
             server.stop()
         self._servers.clear()

@@ -19,6 +19,7 @@ FOLDERS = {
     "services": "croupier.services",
     "tools": "croupier.tools",
     "dataplane": "croupier.dataplane",
+    "ops": "croupier.ops",
 }
 
 
@@ -92,3 +93,18 @@ def test_nothing_below_services_imports_tools() -> None:
                     names = [node.module]
                 for name in names:
                     assert not name.startswith("croupier.tools"), f"{top}/{path.name} imports {name}"
+
+
+def test_only_services_import_ops() -> None:
+    # metrics, HTTP and the status page are wired in by the services; the layers they
+    # observe never see them (their hooks are plain callables and wrappers)
+    for top in ("core", "transports", "storage", "ha", "actors", "dataplane", "sdk"):
+        for path in (ROOT / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                for name in names:
+                    assert not name.startswith("croupier.ops"), f"{top}/{path.name} imports {name}"

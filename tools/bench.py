@@ -28,7 +28,7 @@ from croupier.tools.bench_data import DATA_SCENARIOS
 
 __all__ = ["SCENARIOS", "main_bench"]
 
-SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle", "small-reads")
+SCENARIOS = (*DATA_SCENARIOS, "dask", "control", "throttle", "small-reads", "metrics")
 
 
 def _print_data(results: dict[str, Any]) -> None:
@@ -99,6 +99,37 @@ def _small_reads(*, runs: int) -> dict[str, Any]:
     return found
 
 
+def _metrics(*, size: int, runs: int, mappers: int, workers: int, partitions: int) -> dict[str, Any]:
+    from croupier.tools.bench_scrape import scrape_scenario
+
+    found = scrape_scenario(size, runs, mappers=mappers, partitions=partitions, workers=workers)
+    med = found["median_mb_per_s"]
+    print(
+        f"metrics  scraped every 1 s {med['scraped']:>7} MB/s, not scraped {med['quiet']:>7} MB/s"
+        f" (ratio {found['scraped_over_quiet']})"
+    )
+    for run in found["scraped_runs"]:
+        ack, fetch = run["push_ack"], run["fetch_chunk"]
+        print(
+            f"metrics  push ack P50 {ack['p50_ms']:g} ms P99 {ack['p99_ms']:g} ms (n={int(ack['count'])}),"
+            f" fetch chunk P50 {fetch['p50_ms']:g} ms P99 {fetch['p99_ms']:g} ms;"
+            f" byte counters = shuffle bytes: {run['counters_match']}"
+        )
+    return found
+
+
+def _other_scenarios(scenarios: list[str], runs: int, shape: dict[str, int]) -> dict[str, Any]:
+    """The scenarios that start clusters of their own: throttle, small-reads, metrics."""
+    results: dict[str, Any] = {}
+    if "throttle" in scenarios:
+        results["throttle"] = _throttle(runs=runs)
+    if "small-reads" in scenarios:
+        results["small_reads"] = _small_reads(runs=runs)
+    if "metrics" in scenarios:
+        results["metrics"] = _metrics(runs=runs, **shape)
+    return results
+
+
 def main_bench(
     scenarios: list[str],
     *,
@@ -118,9 +149,8 @@ def main_bench(
 ) -> int:
     """Run ``scenarios`` (of :data:`SCENARIOS`), print a table (and with ``as_json`` one JSON line).
 
-    ``curve`` runs the service's data scenarios with ZeroMQ CURVE (the control scenario
-    stays plaintext). Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario.
-    """
+    ``curve`` runs the service's data scenarios with ZeroMQ CURVE (the control scenario stays
+    plaintext). Returns 0, 1 when a shuffle did not verify, or 2 for an unknown scenario."""
     unknown = [s for s in scenarios if s not in SCENARIOS]
     if unknown:
         print(f"croupier bench: unknown or not yet built scenarios {unknown} (built: {sorted(SCENARIOS)})")
@@ -151,10 +181,8 @@ def main_bench(
         from croupier.tools.bench_control import control_scenarios
 
         results.update(control_scenarios(ha=ha, runs=runs, commands=commands, clients=clients))
-    if "throttle" in scenarios:
-        results["throttle"] = _throttle(runs=runs)
-    if "small-reads" in scenarios:
-        results["small_reads"] = _small_reads(runs=runs)
+    shape = {"size": size, "mappers": mappers, "workers": workers, "partitions": partitions}
+    results.update(_other_scenarios(scenarios, runs, shape))
     if as_json:
         print(json.dumps(results))
     return 1 if results.get("failures") else 0

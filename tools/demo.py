@@ -16,19 +16,24 @@ of a per-map pseudo-random pool, so a reducer regenerates it and compares bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import random
 import struct
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from croupier.core.config import WorkerConfig
 from croupier.tools.proc import cpu_seconds, peak_rss
+
+if TYPE_CHECKING:
+    from croupier.services.local import LocalCluster
 
 __all__ = ["DemoResult", "run_demo"]
 
@@ -309,6 +314,7 @@ def run_demo(
     master_args: list[str] | None = None,  # for the master, e.g. ["--tenants", FILE]
     curve: bool = False,
     secret_file: str | None = None,
+    during: Callable[[LocalCluster], AbstractContextManager[Any]] | None = None,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
@@ -317,6 +323,7 @@ def run_demo(
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
     instead of using ``Shuffle.readers``. ``curve``: ZeroMQ CURVE everywhere (``secret_file``).
+    ``during(cluster)``: a context around the pushes and reads (e.g. a metrics scraper).
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -341,7 +348,10 @@ def run_demo(
         job = _Job(cluster.master_url, sh.handle(), mappers, partitions, procs, cluster.curve_server_key)
         bar = _Bar(progress, size)
         pids = cluster.worker_pids()
-        seconds, cpu, written, records, results = _timed(job, budget, push_buffer, batched_reads, bar, pids)
+        with during(cluster) if during is not None else contextlib.nullcontext():
+            seconds, cpu, written, records, results = _timed(
+                job, budget, push_buffer, batched_reads, bar, pids
+            )
         bar.close()
         peak = max((peak_rss(pid) for pid in pids), default=0)
         app.unregister()

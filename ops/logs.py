@@ -1,0 +1,44 @@
+"""``--log-format json``: one JSON object per log line, for log shippers.
+
+Fields: ``ts`` (ISO 8601, UTC), ``level``, ``logger``, ``msg``, ``thread``, ``exc`` (a
+traceback, when there is one), and ``worker_id``, ``app_id``, ``shuffle_id`` when known:
+given as ``extra=`` to a log call, or set for the whole process by ``JsonFormatter(fields)``
+(``croupier worker`` sets its ``worker_id``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["FIELDS", "JsonFormatter"]
+
+FIELDS = ("worker_id", "app_id", "shuffle_id")
+
+
+class JsonFormatter(logging.Formatter):
+    """Parameters:
+    fields: values of ``FIELDS`` for every record of this process (a record's own win).
+    """
+
+    def __init__(self, fields: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.fields = dict(fields or {})
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+            "thread": record.threadName,
+        }
+        for name in FIELDS:
+            value = getattr(record, name, self.fields.get(name))
+            if value is not None:
+                out[name] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
