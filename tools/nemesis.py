@@ -69,6 +69,7 @@ class Nemesis:
         self._held: set[int] = set()
         self._timers: dict[int, threading.Timer] = {}
         self._fillers: list[Path] = []  # what disk-full wrote, deleted by heal
+        self.killed: set[str] = set()  # the ids of the workers double-kill stopped, until heal
 
     def hold(self, fault: Fault, app_id: str, shuffle_id: int) -> None:
         """For ``during-commit``: freeze the target worker before the last map ends, so the
@@ -90,6 +91,8 @@ class Nemesis:
             return [f"kill -9 of master {i} (the leader)"]
         if fault.kind.startswith("corrupt"):
             return self._corrupt(fault, app_id, shuffle_id)
+        if fault.kind == "double-kill":
+            return self._kill_both(fault, app_id, shuffle_id)
         i = self._target(fault, app_id, shuffle_id)
         if fault.kind == "disk-full":
             return self._fill(i)
@@ -108,6 +111,7 @@ class Nemesis:
         every worker is registered again, so the next shuffle meets one fault only."""
         cluster = self._cluster
         filled = bool(self._fillers)
+        self.killed.clear()
         self._unfill()
         for i, timer in list(self._timers.items()):
             timer.cancel()
@@ -193,6 +197,19 @@ class Nemesis:
 
     def _resume(self, i: int) -> None:
         self._cluster.resume_worker(i)
+
+    def _kill_both(self, fault: Fault, app_id: str, shuffle_id: int) -> list[str]:
+        """kill -9 of both workers holding the partition's copies in its latest epoch."""
+        location = self._locations(fault, app_id, shuffle_id).locations[-1]
+        ids = self._cluster.worker_ids()
+        done = []
+        for _, address in location.copies():
+            i = ids.index(address.worker_id)
+            self._cluster.kill_worker(i)
+            self._held.discard(i)
+            self.killed.add(address.worker_id)
+            done.append(f"kill -9 of worker {i}")
+        return done
 
     def _fill(self, i: int) -> list[str]:
         """Fill every data directory of worker ``i``: a file takes all their free space."""

@@ -70,7 +70,8 @@ def run_verify(
     """Run the verified shuffles; the report. ``on_shuffle(index, outcome, seconds)`` is
     called after each. ``curve``: every socket talks CURVE (keys from ``secret_file``).
 
-    ``disk-full`` faults put every worker's directory on a small tmpfs (root only).
+    ``disk-full`` faults put every worker's directory on a small tmpfs (root only);
+    ``double-kill`` faults add a 4th worker, so the rerun has two live workers to place on.
 
     Raises:
         ValueError: ``faults`` names an unknown kind or phase (see ``parse_faults``), or
@@ -114,14 +115,16 @@ def _cluster(
     plan: list[Fault], disks: contextlib.ExitStack, *, ha: bool, curve: bool, secret_file: str | None
 ) -> LocalCluster:
     """The verified cluster (not started); with ``disk-full`` in the plan, its workers'
-    directories are small filesystems mounted through ``disks``."""
+    directories are small filesystems mounted through ``disks``; with ``double-kill``, 4
+    workers (2 live ones when both copies' workers are dead, for the rerun's copies)."""
     from croupier.services.local import LocalCluster
 
+    workers = 4 if any(f.recovers for f in plan) else 3
     base = None
     if any(f.kind == "disk-full" for f in plan):
-        base = disks.enter_context(small_disks(Path(tempfile.mkdtemp(prefix="croupier-verify-")), 3))
+        base = disks.enter_context(small_disks(Path(tempfile.mkdtemp(prefix="croupier-verify-")), workers))
     return LocalCluster(
-        3,
+        workers,
         base,
         processes=True,
         ha=ha,

@@ -13,6 +13,9 @@ came too late to matter); anything else is a failure. ``disk-full`` fills every 
 directory of the worker holding the target copy (its directories are small filesystems
 then): maps whose writers fail are retried, and every record must still read back
 exactly once, with no ``DataLost`` (the other copy holds what the full one lost).
+``double-kill`` kills -9 both workers holding the partition's copies after the commit: the
+reader's ``DataLost`` must be recovered from by rerunning exactly the maps the master names
+lost (``Shuffle.rerun``), after which every record must read back exactly once.
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ from croupier.tools.verify_damage import DAMAGES
 
 __all__ = ["EXPLICIT", "KINDS", "PHASES", "Fault", "applicable", "parse_faults", "schedule"]
 
-KINDS = ("kill", "restart", "pause", "corrupt", "corrupt-both", "leader", "disk-full")
-# asked for by name only: it mounts small filesystems, which needs root
-EXPLICIT = ("disk-full",)
+KINDS = ("kill", "restart", "pause", "corrupt", "corrupt-both", "leader", "disk-full", "double-kill")
+# asked for by name only: disk-full mounts small filesystems, which needs root; double-kill
+# waits out the master's worker timeout and rewrites the lost maps (and adds a 4th worker)
+EXPLICIT = ("disk-full", "double-kill")
 PHASES = ("mid-push", "after-close", "during-commit", "after-commit", "mid-read")
 # damaged files must be committed ones: the commit writes the index
 _LATE = ("after-commit", "mid-read")
 # a full disk matters while data is written; after the commit reads must not mind it
 _DISK_FULL = ("mid-push", "after-close", "after-commit")
+# a rerun reopens a committed shuffle
+_DOUBLE_KILL = ("after-commit",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +67,19 @@ class Fault:
         """Whether this fault destroys both copies of its partition."""
         return self.kind == "corrupt-both"
 
+    @property
+    def recovers(self) -> bool:
+        """Whether the reader must recover from this fault's ``DataLost`` by a rerun."""
+        return self.kind == "double-kill"
+
     def describe(self) -> str:
         """One line for logs and reports."""
         if self.kind == "leader":
             return f"leader (kill -9 of the leading master) at {self.phase}"
         if self.kind == "disk-full":
             return f"disk-full (the disks of partition {self.partition}'s {self.role}) at {self.phase}"
+        if self.kind == "double-kill":
+            return f"double-kill (kill -9 of both copies of partition {self.partition}) at {self.phase}"
         extra = f" ({self.damage}{', restart' if self.restart else ''})" if self.damage else ""
         return f"{self.kind}{extra} of partition {self.partition} {self.role} at {self.phase}"
 
@@ -75,13 +88,15 @@ def applicable(kind: str) -> tuple[str, ...]:
     """The phases at which ``kind`` makes sense."""
     if kind == "disk-full":
         return _DISK_FULL
+    if kind == "double-kill":
+        return _DOUBLE_KILL
     return _LATE if kind.startswith("corrupt") else PHASES
 
 
 def parse_faults(text: str | None, *, ha: bool) -> list[tuple[str, str]]:
     """The ``(kind, phase)`` cells asked for by ``--faults``: a comma list of ``KIND`` or
     ``KIND@PHASE``; empty or None means every kind that applies (``leader`` only with ``ha``;
-    not ``disk-full``, which must be named).
+    not ``disk-full`` nor ``double-kill``, which must be named).
 
     Raises:
         ValueError: an unknown kind or phase, a phase the kind does not apply to, or

@@ -31,6 +31,7 @@ _HEADINGS = {
     "false_data_lost": "DataLost false",
     "missed_data_lost": "DataLost missed",
     "duplicated": "dup",
+    "rerun": "rerun maps",
 }
 _WIDTH = 160
 
@@ -51,6 +52,8 @@ class Cell:
     false_data_lost: int = 0
     missed_data_lost: int = 0
     errors: int = 0
+    maps: int = 0
+    rerun_maps: int = 0
 
     def add(self, outcome: Outcome) -> None:
         self.shuffles += 1
@@ -63,6 +66,13 @@ class Cell:
         self.false_data_lost += outcome.false_data_lost
         self.missed_data_lost += outcome.missed_data_lost
         self.errors += len(outcome.errors)
+        self.maps += outcome.maps
+        self.rerun_maps += outcome.rerun_maps
+
+    @property
+    def rerun(self) -> str:
+        """``k/N``: k of the cell's N maps were rerun (``-`` when none were)."""
+        return f"{self.rerun_maps}/{self.maps}" if self.rerun_maps else "-"
 
     @property
     def ok(self) -> bool:
@@ -104,7 +114,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         """``ok``, the seed, every total, the matrix (one object per cell) and the failures."""
-        totals = {name: self.total(name) for name in _COUNTS}
+        totals = {name: self.total(name) for name in (*_COUNTS, "maps", "rerun_maps")}
         matrix = [{**asdict(c), "ok": c.ok} for _, c in sorted(self.cells.items())]
         return {
             "ok": self.ok,
@@ -122,13 +132,13 @@ class Report:
         from rich.text import Text
 
         table = Table(title=f"croupier verify (seed {self.seed}{', HA' if self.ha else ''})")
-        for name in ("fault", "phase", *_COUNTS, "verdict"):
+        for name in ("fault", "phase", *_COUNTS, "rerun", "verdict"):
             table.add_column(
                 _HEADINGS.get(name, name), justify="left" if name in ("fault", "phase") else "right"
             )
         for _, c in sorted(self.cells.items()):
             counts = [str(getattr(c, name)) for name in _COUNTS]
-            table.add_row(c.kind, c.phase, *counts, "[green]ok[/]" if c.ok else "[red]FAIL[/]")
+            table.add_row(c.kind, c.phase, *counts, c.rerun, "[green]ok[/]" if c.ok else "[red]FAIL[/]")
         console = Console(stderr=stderr)
         if not console.is_terminal:
             console.width = max(console.width, _WIDTH)  # a log file or CI: never squeeze the matrix

@@ -13,6 +13,11 @@ every partition is read and checked, and the nemesis is called at the fault's ph
 
 A map whose writer fails is tried again as a new attempt (as a framework would retry a
 task); a read that fails with an error other than ``DataLost`` is tried again too.
+
+Under ``double-kill`` a ``DataLost`` that names only the killed workers is recovered from:
+once the master names the maps lost (after its worker timeout), exactly those maps are
+rerun (``Shuffle.rerun``) and written again with new attempt ids (the records are a pure
+function of the map), then the partition is read again.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _TRIES = 3
 _COMMIT_SETTLE = 0.3  # seconds for COMMIT_FILES to reach the frozen worker before the fault
+_LOST_WAIT = 60.0  # seconds for the master to name a double-kill's maps lost
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +98,8 @@ class Outcome:
     ``expected_data_lost`` counts ``DataLost`` naming the partition a double fault
     destroyed, ``false_data_lost`` any other; ``missed_data_lost`` is 1 when a double
     fault's partition read back short without an error; ``errors`` are other failures
-    that outlived the retries.
+    that outlived the retries. ``rerun_maps`` of the shuffle's ``maps`` were rerun to
+    recover from a ``double-kill``.
     """
 
     fault: Fault
@@ -105,6 +112,8 @@ class Outcome:
     false_data_lost: int = 0
     missed_data_lost: int = 0
     retries: int = 0
+    maps: int = 0
+    rerun_maps: int = 0
     actions: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -141,6 +150,7 @@ class _Run:
     pools: list[bytes]
     outcome: Outcome
     fired: bool = False
+    rerun: set[int] = field(default_factory=set)
 
     def fire(self) -> None:
         if not self.fired:
@@ -159,11 +169,13 @@ def run_shuffle(app: croupier.App, nemesis: Nemesis, fault: Fault, shape: Shape,
     """
     sh = app.register_shuffle(num_mappers=shape.maps, num_partitions=shape.partitions)
     plans = [make_plan(salt, m, shape.map_bytes, shape.partitions) for m in range(shape.maps)]
-    outcome = Outcome(fault, records=sum(len(p.records) for p in plans))
+    outcome = Outcome(fault, records=sum(len(p.records) for p in plans), maps=shape.maps)
     run = _Run(sh, nemesis, fault, plans, pools(salt, shape.maps), outcome)
     if _write(run):
         _read(run)
     outcome.fired = run.fired
+    if fault.recovers and run.fired and not run.rerun:
+        outcome.errors.append("both copies were killed, yet no read needed a rerun")
     try:
         sh.unregister()
     except CroupierError as exc:  # the files go with the app at the end anyway
@@ -191,10 +203,13 @@ def _write(run: _Run) -> bool:
     return True
 
 
-def _write_map(run: _Run, plan: Plan, midpoint: int, hold: Callable[[], None] | None) -> bool:
-    """One map, tried as new attempts until one closes; False (and an error) if none did."""
+def _write_map(
+    run: _Run, plan: Plan, midpoint: int, hold: Callable[[], None] | None, first_attempt: int = 0
+) -> bool:
+    """One map, tried as new attempts (from ``first_attempt``) until one closes; False (and
+    an error) if none did."""
     pool = run.pools[plan.map_id]
-    for attempt in range(_TRIES):
+    for attempt in range(first_attempt, first_attempt + _TRIES):
         writer = (
             _HookedWriter(run.sh, plan.map_id, attempt, hold) if hold else run.sh.writer(plan.map_id, attempt)
         )
@@ -246,6 +261,8 @@ def _read_partition(
         try:
             return check_partition(p, expected, _records(run.sh, p, after_first), run.pools)
         except DataLostError as exc:
+            if run.fault.recovers and _recover(run, exc):
+                continue
             if run.fault.double and p == run.fault.partition and p in exc.partitions:
                 out.expected_data_lost += 1
             else:
@@ -258,6 +275,31 @@ def _read_partition(
             last = exc
     out.errors.append(f"partition {p}: {last!r}")
     return None
+
+
+def _recover(run: _Run, exc: DataLostError) -> bool:
+    """Rerun the maps a double-kill lost and write them again; whether that was done (False:
+    the ``DataLost`` is not the fault's, or the rerun failed, noted as an error)."""
+    killed = run.nemesis.killed
+    if not run.fired or not exc.map_ids or not set(exc.workers) <= killed or set(exc.map_ids) <= run.rerun:
+        return False
+    out = run.outcome
+    try:
+        deadline = time.monotonic() + _LOST_WAIT
+        while not set(exc.map_ids) <= set(lost := run.sh.lost_map_ids()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the master never named maps {exc.map_ids} lost")
+            time.sleep(0.1)
+        run.sh.rerun(lost)
+    except (CroupierError, TimeoutError) as error:
+        out.errors.append(f"rerun of maps {exc.map_ids}: {error!r}")
+        return False
+    out.actions.append(f"rerun of maps {lost} of {len(run.plans)}")
+    out.expected_data_lost += 1
+    out.rerun_maps += len(set(lost) - run.rerun)
+    run.rerun |= set(lost)
+    # new attempt ids: the ones before the rerun are refused
+    return all(_write_map(run, run.plans[m], -1, None, first_attempt=_TRIES) for m in lost)
 
 
 def _records(sh: croupier.Shuffle, p: int, after_first: Callable[[], None] | None) -> Iterator[bytes]:
