@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import croupier
-from croupier.core.errors import DataLostError
+from croupier.core.errors import Conflict, DataLostError
 from croupier.tools.verify import main_verify
 from croupier.tools.verify_faults import schedule
 from croupier.tools.verify_shuffle import Shape
@@ -86,6 +86,33 @@ def test_both_copies_of_a_partition_damaged_is_a_data_lost_naming_it(
     assert code == 0, result["failures"]
     assert result["expected_data_lost"] == result["fired"] == 1
     assert result["false_data_lost"] == result["missed_data_lost"] == result["lost"] == 0
+
+
+def test_both_copy_holders_killed_after_the_commit_is_recovered_by_a_rerun(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, result = verify(capsys, shuffles=1, seed=1, faults="double-kill")
+    assert code == 0, result["failures"]
+    assert result["fired"] == result["expected_data_lost"] == 1
+    assert 0 < result["rerun_maps"] <= result["maps"] == Shape().maps
+    for name in ("lost", "duplicated", "bad", "false_data_lost", "missed_data_lost", "errors"):
+        assert result[name] == 0, name
+
+
+@pytest.mark.usefixtures("no_rerun")
+def test_verify_fails_a_double_kill_it_could_not_recover_from(capsys: pytest.CaptureFixture[str]) -> None:
+    code, result = verify(capsys, shuffles=1, seed=1, faults="double-kill")
+    assert code == 1 and result["rerun_maps"] == 0 and result["errors"] >= 1
+
+
+@pytest.fixture
+def no_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A master that refuses every rerun."""
+
+    def refuse(self: croupier.Shuffle, maps: object) -> None:
+        raise Conflict("planted: no rerun")
+
+    monkeypatch.setattr(croupier.Shuffle, "rerun", refuse)
 
 
 @pytest.fixture

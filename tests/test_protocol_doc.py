@@ -123,3 +123,17 @@ def test_the_documented_winner_runs_are_what_the_code_reads_and_sends() -> None:
     prefix = pinned[: pinned.index('"locations":')]
     assert '"num_mappers":2,"winner_runs":[[0,1,1],[1,2,0]],"committed":true' in prefix
     assert prefix in text
+
+
+def test_the_documented_handles_are_what_the_sdk_makes_and_parses() -> None:
+    from croupier._client import APP_HANDLE_PREFIX, HANDLE_PREFIX, parse_app_handle, parse_handle
+
+    text = _section("4")
+    assert f"`{HANDLE_PREFIX}:<app_id>:<shuffle_id>:<key>`" in text
+    assert f"`{APP_HANDLE_PREFIX}:<app_id>:<key>`" in text
+    examples = re.findall(r"`(croupier-(?:shuffle|app)-v1:[A-Za-z0-9._:-]*)`", text)
+    assert len(examples) == 2
+    assert parse_handle(examples[0]) == ("etl-3fa2", 0, None)
+    app_id, key = parse_app_handle(examples[1])
+    # the §2.1 test vector's app key of app-1
+    assert app_id == "app-1" and key is not None and key.hex() in _section("2")

@@ -23,16 +23,18 @@ from croupier.tools.verify_workload import (
 
 def test_faults_default_to_every_kind_that_applies_and_corruption_only_after_the_commit() -> None:
     cells = parse_faults("", ha=False)
-    assert {k for k, _ in cells} == set(KINDS) - {"leader", "disk-full"}  # disk-full: asked by name
+    assert {k for k, _ in cells} == set(KINDS) - {"leader", "disk-full", "double-kill"}  # asked by name
     assert {p for k, p in cells if k == "kill"} == set(PHASES)
     assert {p for k, p in cells if k.startswith("corrupt")} == {"after-commit", "mid-read"}
     assert ("leader", "mid-push") in parse_faults(None, ha=True)
     assert parse_faults("kill@mid-read, pause", ha=False)[0] == ("kill", "mid-read")
     assert {p for _, p in parse_faults("disk-full", ha=False)} == {"mid-push", "after-close", "after-commit"}
+    assert parse_faults("double-kill", ha=False) == [("double-kill", "after-commit")]
 
 
 @pytest.mark.parametrize(
-    "text", ["explode", "kill@never", "corrupt@mid-push", "leader", "disk-full@mid-read"]
+    "text",
+    ["explode", "kill@never", "corrupt@mid-push", "leader", "disk-full@mid-read", "double-kill@mid-read"],
 )
 def test_a_fault_that_cannot_be_scheduled_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
@@ -109,3 +111,16 @@ def test_the_report_fails_on_silent_loss_a_false_alarm_or_a_missed_one() -> None
         alone = Report(seed=1, ha=False)
         alone.add(0, outcome)
         assert not alone.ok
+
+
+def test_a_double_kill_passes_only_with_its_rerun_and_reports_k_of_n_maps() -> None:
+    fault = Fault("double-kill", "after-commit", 3, "primary")
+    assert fault.recovers and not fault.double and "both copies of partition 3" in fault.describe()
+    report = Report(seed=1, ha=False)
+    report.add(0, Outcome(fault, fired=True, records=10, maps=4, rerun_maps=3, expected_data_lost=1))
+    out = report.to_json()
+    assert out["ok"] and out["rerun_maps"] == 3 and out["maps"] == 4
+    assert next(iter(report.cells.values())).rerun == "3/4"
+    failed = Report(seed=1, ha=False)
+    failed.add(0, Outcome(fault, fired=True, maps=4, errors=["no read needed a rerun"]))
+    assert not failed.ok and next(iter(failed.cells.values())).rerun == "-"
