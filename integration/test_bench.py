@@ -172,3 +172,7 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
     assert run["push_ack"]["count"] >= 1 and run["push_ack"]["p99_ms"] > 0
     assert run["fetch_chunk"]["count"] >= 8
     assert "push ack P50" in out
+    half = found["half_peak"]  # the paced run: its shape only, no timing
+    assert half["target_mb_per_s"] > 0 and half["push_mb_per_s"] > 0
+    assert half["push_ack"]["count"] >= 1 and half["fetch_chunk"]["count"] >= 1
+    assert "at half peak" in out
