@@ -170,5 +170,9 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
     (run,) = found["scraped_runs"]
     assert run["counters_match"] and run["shuffle_bytes"] > 8 * 1024**2
     assert run["push_ack"]["count"] >= 1 and run["push_ack"]["p99_ms"] > 0
-    assert run["fetch_chunk"]["count"] >= 8
+    assert run["fetch_chunk"]["count"] >= 1  # FETCH_SMALL reads many small copies in one reply
     assert "push ack P50" in out
+    half = found["half_peak"]  # the paced run: its shape only, no timing
+    assert half["target_mb_per_s"] > 0 and half["push_mb_per_s"] > 0
+    assert half["push_ack"]["count"] >= 1 and half["fetch_chunk"]["count"] >= 1
+    assert "at half peak" in out

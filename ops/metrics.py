@@ -41,6 +41,7 @@ LATENCY_BUCKETS = (
 )  # fmt: skip
 
 _FETCH_CHUNK = int(MsgType.FETCH_CHUNK)
+_FETCH_SMALL = int(MsgType.FETCH_SMALL)  # many small copies in one reply: counted as one
 _COMMIT_FILES = int(MsgType.COMMIT_FILES)
 _DESTROY = int(MsgType.DESTROY)
 
@@ -299,7 +300,7 @@ class WorkerMetrics:
             batches.inc(len(payloads) - 1)
 
     def _on_fetch(self, req: Request, seconds: float, err: CroupierError | None, size: int) -> None:
-        if req.msg_type != _FETCH_CHUNK:
+        if req.msg_type not in (_FETCH_CHUNK, _FETCH_SMALL):
             if err is not None:
                 self._on_error("fetch", err)
             return

@@ -115,6 +115,14 @@ def _metrics(*, size: int, runs: int, mappers: int, workers: int, partitions: in
             f" fetch chunk P50 {fetch['p50_ms']:g} ms P99 {fetch['p99_ms']:g} ms;"
             f" byte counters = shuffle bytes: {run['counters_match']}"
         )
+    half = found["half_peak"]
+    ack, fetch = half["push_ack"], half["fetch_chunk"]
+    print(
+        f"metrics  at half peak: {half['push_mb_per_s']} MB/s pushed (target {half['target_mb_per_s']},"
+        f" peak push {half['peak_push_mb_per_s']} MB/s): push ack P50 {ack['p50_ms']:g} ms"
+        f" P99 {ack['p99_ms']:g} ms (n={int(ack['count'])}), fetch chunk P50 {fetch['p50_ms']:g} ms"
+        f" P99 {fetch['p99_ms']:g} ms (reads unpaced)"
+    )
     return found
 
 

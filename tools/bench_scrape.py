@@ -7,13 +7,17 @@ endpoints on free ports) ``RUNS`` times in each of two modes, interleaved: ``scr
 scraped runs the workers' byte counters before and after the shuffle against its bytes
 (the shuffle's ``total_bytes`` once committed: pushed once as primary and once as replica,
 fetched once) and the push ack / fetch chunk P50 and P99 over all workers (bucket bounds).
-Prints one JSON line.
+Then one ``half_peak`` run: the map tasks paced so that together they push at about half of
+the quiet runs' median push rate (the peak), the workers scraped only before and after it,
+with that run's push ack and fetch chunk P50/P99 and its achieved push rate (the reads that
+follow the pushes are not paced). Prints one JSON line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import statistics
 import sys
 import threading
@@ -27,7 +31,7 @@ from croupier.core.config import parse_size
 from croupier.ops.metrics import quantiles_of
 from croupier.services.local import LocalCluster
 
-__all__ = ["Scraper", "main", "scrape_scenario"]
+__all__ = ["Scraper", "half_peak", "main", "scrape_scenario"]
 
 _COUNTERS = (
     "croupier_worker_push_bytes_total",
@@ -65,6 +69,7 @@ class Scraper:
     """Scrapes every worker each ``every`` seconds while entered; keeps the first and last scrape."""
 
     def __init__(self, cluster: LocalCluster, every: float = 1.0) -> None:
+        """``every``: seconds between scrapes while running (``math.inf``: only before and after)."""
         self.urls = _worker_urls(cluster)
         self.every = every
         self.before: dict[str, Any] = {}
@@ -75,7 +80,7 @@ class Scraper:
         self._stop = threading.Event()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
+        while not self._stop.wait(min(self.every, 3600.0)):
             _scrape(self.urls)
             self.scrapes += 1
 
@@ -105,6 +110,7 @@ def scrape_scenario(
     from croupier.tools.demo import run_demo
 
     rates: dict[str, list[float]] = {"scraped": [], "quiet": []}
+    push_rates: list[float] = []  # the quiet runs' push phase, MB/s
     checks: list[dict[str, Any]] = []
     for i in range(runs):
         for mode in ("scraped", "quiet") if i % 2 == 0 else ("quiet", "scraped"):
@@ -125,6 +131,8 @@ def scrape_scenario(
             if not out.verified:
                 raise RuntimeError(f"the shuffle failed: {out.errors}")
             rates[mode].append(out.mb_per_s)
+            if mode == "quiet":
+                push_rates.append(out.push_mb_per_s)
             if scrapers:
                 checks.append(_check(scrapers[0]))
     medians = {mode: round(statistics.median(v), 1) for mode, v in rates.items()}
@@ -135,6 +143,32 @@ def scrape_scenario(
         "median_mb_per_s": medians,
         "scraped_over_quiet": round(medians["scraped"] / medians["quiet"], 3),
         "scraped_runs": checks,
+        "half_peak": half_peak(size, statistics.median(push_rates), mappers, partitions, workers),
+    }
+
+
+def half_peak(size: int, peak: float, mappers: int, partitions: int, workers: int) -> dict[str, Any]:
+    """One run with the writers paced to ``peak / 2`` MB/s in all; the histograms over that run."""
+    from croupier.tools.demo import run_demo
+
+    scrapers: list[Scraper] = []
+
+    def during(cluster: LocalCluster) -> Any:
+        scrapers.append(Scraper(cluster, every=math.inf))
+        return scrapers[-1].running()
+
+    target = peak / 2
+    out = run_demo(size, mappers, partitions, workers, progress=False, during=during, pace=target * 1e6)
+    if not out.verified:
+        raise RuntimeError(f"the paced shuffle failed: {out.errors}")
+    check = _check(scrapers[0])
+    return {
+        "peak_push_mb_per_s": round(peak, 1),
+        "target_mb_per_s": round(target, 1),
+        "push_mb_per_s": round(out.push_mb_per_s, 1),
+        "counters_match": check["counters_match"],
+        "push_ack": check["push_ack"],
+        "fetch_chunk": check["fetch_chunk"],
     }
 
 

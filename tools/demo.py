@@ -78,8 +78,11 @@ def map_task(
     partitions: int,
     push_buffer: int = 0,
     curve_key: str = "",
+    rate: float = 0.0,
 ) -> tuple[int, int]:
-    """Push one map's records to the shuffle ``handle`` (``Shuffle.handle()``); returns (records, bytes)."""
+    """Push one map's records to the shuffle ``handle`` (``Shuffle.handle()``); returns (records, bytes).
+
+    ``rate``: write at most that many bytes per second (sleeping when ahead); 0: as fast as it can."""
     import croupier
     from croupier.core.config import ClientConfig
 
@@ -90,7 +93,10 @@ def map_task(
     with croupier.connect(url, config=config, curve_server_key=curve_key) as client:
         sh = client.open_shuffle(handle)
         with sh.writer(map_id, 0) as w:
+            start = time.perf_counter()
             for seq, length, offset in _record_plan(map_id, budget):
+                if rate and (ahead := nbytes / rate - (time.perf_counter() - start)) > 0.001:
+                    time.sleep(ahead)
                 p = partition_of(map_id, seq, partitions)
                 w.write(p, _RECORD.pack(map_id, seq, p, length, offset) + pool[offset : offset + length])
                 records += 1
@@ -157,6 +163,12 @@ class DemoResult:
     replicate: bool = True
     worker_peak_rss: int = 0
     worker_cpu_seconds: float = 0.0
+    push_seconds: float = 0.0  # first push to the last map task's end (the writers closed)
+
+    @property
+    def push_mb_per_s(self) -> float:
+        """The push phase alone (primary and replica acknowledged), MB/s."""
+        return self.bytes / self.push_seconds / 1e6 if self.push_seconds else 0.0
 
     @property
     def worker_cpu_s_per_gib(self) -> float:
@@ -169,6 +181,8 @@ class DemoResult:
             "bytes": self.bytes,
             "seconds": round(self.seconds, 3),
             "mb_per_s": round(self.mb_per_s, 1),
+            "push_seconds": round(self.push_seconds, 3),
+            "push_mb_per_s": round(self.push_mb_per_s, 1),
             "records": self.records,
             "mappers": self.mappers,
             "partitions": self.partitions,
@@ -223,6 +237,7 @@ class _Job:
     partitions: int
     procs: int
     curve_key: str = ""  # the cluster's CURVE public key, "" without CURVE
+    pace: float = 0.0  # all the map tasks together write about this many bytes/s (0: unpaced)
 
 
 def _warm_pool(pool: ProcessPoolExecutor, procs: int) -> None:
@@ -237,8 +252,10 @@ def _push(job: _Job, budget: int, push_buffer: int, bar: _Bar) -> tuple[float, f
     with ProcessPoolExecutor(job.procs, mp_context=ctx) as pool:
         _warm_pool(pool, job.procs)
         started = time.perf_counter()
+        rate = job.pace / job.procs  # job.procs map tasks run at once
+        args = (job.url, job.handle)
         futures = [
-            pool.submit(map_task, job.url, job.handle, m, budget, job.partitions, push_buffer, job.curve_key)
+            pool.submit(map_task, *args, m, budget, job.partitions, push_buffer, job.curve_key, rate)
             for m in range(job.mappers)
         ]
         written = 0
@@ -289,15 +306,16 @@ def _check(results: list[dict[str, Any]], expected: list[int], written: int) -> 
 
 def _timed(
     job: _Job, budget: int, push_buffer: int, batched_reads: bool, bar: _Bar, pids: list[int]
-) -> tuple[float, float, int, int, list[dict[str, Any]]]:
-    """Push, then read: (shuffle seconds, the workers' CPU seconds, bytes, records, the readers' findings)."""
+) -> tuple[float, float, int, int, list[dict[str, Any]], float]:
+    """Push, then read: (shuffle seconds, the workers' CPU seconds, bytes, records, the readers' findings,
+    push seconds)."""
     cpu_before = sum(cpu_seconds(pid) for pid in pids)
     started, pushed, written, records = _push(job, budget, push_buffer, bar)
     reading, results = _read(job, batched_reads, bar)
     # the reducers' pool start-up is not shuffle time
     seconds = time.perf_counter() - started - (reading - pushed)
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
-    return seconds, cpu, written, records, results
+    return seconds, cpu, written, records, results, pushed - started
 
 
 def run_demo(
@@ -315,6 +333,7 @@ def run_demo(
     curve: bool = False,
     secret_file: str | None = None,
     during: Callable[[LocalCluster], AbstractContextManager[Any]] | None = None,
+    pace: float = 0.0,
 ) -> DemoResult:
     """Run the whole demo and return its verdict.
 
@@ -323,7 +342,8 @@ def run_demo(
     map pool starts to the end of the reads. ``worker_config`` overrides the workers'
     settings; ``batched_reads=False`` makes reducers open one ``reader`` per partition
     instead of using ``Shuffle.readers``. ``curve``: ZeroMQ CURVE everywhere (``secret_file``).
-    ``during(cluster)``: a context around the pushes and reads (e.g. a metrics scraper).
+    ``during(cluster)``: a context around the pushes and reads (e.g. a metrics scraper). ``pace``:
+    the map tasks' aggregate write rate, bytes/s (0: unpaced); the reads are never paced.
     """
     import croupier
     from croupier.services.local import LocalCluster
@@ -345,20 +365,19 @@ def run_demo(
         app = client.register_app("demo")
         sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
         procs = max(1, min(mappers, multiprocessing.cpu_count()))
-        job = _Job(cluster.master_url, sh.handle(), mappers, partitions, procs, cluster.curve_server_key)
-        bar = _Bar(progress, size)
-        pids = cluster.worker_pids()
+        key = cluster.curve_server_key
+        job = _Job(cluster.master_url, sh.handle(), mappers, partitions, procs, key, pace)
+        bar, pids = _Bar(progress, size), cluster.worker_pids()
+        rest = (batched_reads, bar, pids)
         with during(cluster) if during is not None else contextlib.nullcontext():
-            seconds, cpu, written, records, results = _timed(
-                job, budget, push_buffer, batched_reads, bar, pids
-            )
+            seconds, cpu, written, records, results, push_s = _timed(job, budget, push_buffer, *rest)
         bar.close()
         peak = max((peak_rss(pid) for pid in pids), default=0)
         app.unregister()
     errors = _check(results, expected, written)
     rate = written / seconds / 1e6
-    shape = (mappers, partitions, workers)
-    return DemoResult(not errors, written, seconds, rate, records, *shape, errors, replicate, peak, cpu)
+    found = (mappers, partitions, workers, errors, replicate, peak, cpu, push_s)
+    return DemoResult(not errors, written, seconds, rate, records, *found)
 
 
 def main_demo(
