@@ -6,9 +6,7 @@ writes to the other and reads back exactly."""
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import croupier
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import CroupierError, NotEnoughWorkers
 from croupier.services.local import LocalCluster
+from croupier.tools.verify_disks import tmpfs_mounts
 
 pytestmark = pytest.mark.integration
 
@@ -28,25 +27,13 @@ MiB = 1024**2
 @contextlib.contextmanager
 def small_filesystems(paths: list[Path], size: str) -> Iterator[None]:
     """Mount a tmpfs of ``size`` on each path; unmount them all at the end. Skips unless root."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting small filesystems needs root")
-    mounted: list[Path] = []
+    stack = contextlib.ExitStack()
     try:
-        for path in paths:
-            path.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                pytest.skip(f"cannot mount a tmpfs: {done.stderr.strip()}")
-            mounted.append(path)
+        stack.enter_context(tmpfs_mounts(paths, size))
+    except ValueError as exc:  # only the mounts: the test's own errors stay errors
+        pytest.skip(str(exc))
+    with stack:
         yield
-    finally:
-        for path in reversed(mounted):
-            subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def cluster(base: Path, workers: int, disks: int, reserve: int | None = None) -> LocalCluster:

@@ -15,9 +15,37 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["DISK_SIZE", "small_disks"]
+__all__ = ["DISK_SIZE", "small_disks", "tmpfs_mounts"]
 
 DISK_SIZE = "128m"  # each worker's directory: a few verified shuffles' worth, filled in a blink
+
+
+@contextlib.contextmanager
+def tmpfs_mounts(paths: list[Path], size: str) -> Iterator[None]:
+    """A tmpfs of ``size`` on each of ``paths`` (created), unmounted at the end.
+
+    Raises:
+        ValueError: not root, or a mount failed (the message says why).
+    """
+    if os.geteuid() != 0:
+        raise ValueError("mounting small filesystems needs root")
+    mounted: list[Path] = []
+    try:
+        for path in paths:
+            path.mkdir(parents=True, exist_ok=True)
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise ValueError(f"cannot mount a tmpfs on {path}: {done.stderr.strip()}")
+            mounted.append(path)
+        yield
+    finally:
+        for path in reversed(mounted):
+            subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @contextlib.contextmanager
@@ -29,22 +57,8 @@ def small_disks(base: Path, workers: int, size: str = DISK_SIZE) -> Iterator[Pat
     """
     if os.geteuid() != 0:
         raise ValueError("the disk-full fault mounts small filesystems: run as root")
-    mounted: list[Path] = []
     try:
-        for i in range(workers):
-            path = base / f"worker{i}" / "disk0"
-            path.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise ValueError(f"cannot mount a tmpfs on {path}: {done.stderr.strip()}")
-            mounted.append(path)
-        yield base
+        with tmpfs_mounts([base / f"worker{i}" / "disk0" for i in range(workers)], size):
+            yield base
     finally:
-        for path in reversed(mounted):
-            subprocess.run(["umount", "-l", str(path)], check=False)
         shutil.rmtree(base, ignore_errors=True)
