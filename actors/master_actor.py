@@ -326,10 +326,12 @@ class MasterActor(pykka.ThreadingActor):
             return
         if isinstance(command, UnsignedRegisterApp):
             if command.app_id in self.state.apps:
-                refusal = Unauthorized(f"app {command.app_id} is registered: a repeat must be signed")
+                refusal = Unauthorized(
+                    f"app {command.app_id} is registered: a repeat must be signed", {"app_id": command.app_id}
+                )
                 self._committer.submit((), _deliver(reply, None, refusal))
                 return
-            command = RegisterApp(command.name, command.app_id)
+            command = RegisterApp(command.name, command.app_id, command.tenant_token)
         now = self._clock()
         command = self._enrich(command, now)
         try:

@@ -323,7 +323,7 @@ class MasterFront:
         command = decode_command(request.msg_type, request.body)
         if isinstance(command, RegisterApp) and command.app_id is not None and request.scheme is Scheme.NONE:
             # unsigned: it may create this app, but not repeat it (that would hand out its key)
-            command = UnsignedRegisterApp(command.name, command.app_id)
+            command = UnsignedRegisterApp(command.name, command.app_id, command.tenant_token)
         public = isinstance(command, Status) and request.scheme is not Scheme.MEMBER
         responder = self.watch(request, responder)  # metrics (croupier.ops); the identity by default
         if self._actor is None:

@@ -25,6 +25,7 @@ import pytest
 from croupier.core import commands as c
 from croupier.core.errors import Unavailable
 from croupier.transports.master_client import MasterClient
+from integration.procs import member_signer
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +110,9 @@ def test_a_master_under_a_pids_limit_refuses_apps_and_serves_the_rest(cgroup: Pa
         own = int((cgroup / "pids.current").read_text())
         limit = own + APP_THREADS
         (cgroup / "pids.max").write_text(str(limit))
-        with MasterClient(url, attempts=1, timeout=10.0) as client:
+        # the master made <data-dir>/secret; STATUS lists apps only to a member (issue 14)
+        signer = member_signer(tmp_path / "data" / "secret")
+        with MasterClient(url, attempts=1, timeout=10.0, signer=signer) as client:
             apps, refused = _register_until_refused(client)
             assert apps, "not even one app could register"
             assert refused.code == "UNAVAILABLE" and refused.retriable

@@ -104,7 +104,18 @@ def decommission_under_a_writer(cluster: LocalCluster, i: int, stream: Stream) -
     stream.holding.clear()
     worker_id = cluster.worker_ids()[i]
     admin = subprocess.Popen(
-        [*CLI, "admin", "--master", cluster.master_url, "--json", "decommission", worker_id, "--wait"],
+        [
+            *CLI,
+            "admin",
+            "--master",
+            cluster.master_url,
+            "--secret-file",
+            str(cluster.secret_file),
+            "--json",
+            "decommission",
+            worker_id,
+            "--wait",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

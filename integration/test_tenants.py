@@ -20,7 +20,7 @@ from croupier.core.commands import Status
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
 from croupier.transports.master_client import MasterClient
-from integration.procs import CLI, Proc, admin, wait_until
+from integration.procs import CLI, Proc, admin, member_signer, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,8 +53,8 @@ def _master(tmp_path: Path, tenants_file: Path) -> Proc:
     return Proc([*args, "--tenants", str(tenants_file)], tmp_path / "master.log")
 
 
-def _tenants(url: str) -> dict[str, dict[str, Any]]:
-    return {row["tenant"]: row for row in admin(url, "tenants")}
+def _tenants(url: str, secret_file: Path) -> dict[str, dict[str, Any]]:
+    return {row["tenant"]: row for row in admin(url, "tenants", secret_file=secret_file)}
 
 
 def test_tokens_are_needed_and_the_tenant_survives_a_restart(tmp_path: Path, tenants_file: Path) -> None:
@@ -78,11 +78,12 @@ def test_tokens_are_needed_and_the_tenant_survives_a_restart(tmp_path: Path, ten
     finally:
         assert master.stop() == 0
     master = _master(tmp_path, tenants_file)
+    secret_file = tmp_path / "data" / "secret"  # the master made it
     try:
-        rows = _tenants(master.url)
+        rows = _tenants(master.url, secret_file)
         assert rows["etl"]["apps"] == 1 and rows["small"]["apps"] == 0
         assert (rows["etl"]["max_partitions"], rows["small"]["max_shuffles"]) == (100, 0)
-        with MasterClient(master.url) as mc:
+        with MasterClient(master.url, signer=member_signer(secret_file)) as mc:
             assert [a["name"] for a in mc.call(Status())["apps"]] == ["job"]
     finally:
         master.stop()
@@ -105,25 +106,26 @@ def test_bytes_quotas_follow_the_workers_reports_and_the_commit(tmp_path: Path, 
             cluster.master_url, tenant_token=TOKEN, config=ClientConfig(push_buffer_size=1024)
         ) as client,
     ):
+        secret_file = cluster.secret_file
         app = client.register_app("job")
         sh = app.register_shuffle(num_mappers=1, num_partitions=2)
         writer = sh.writer(0)
         for i in range(40):
             writer.write(i % 2, bytes(1000))  # the writer keeps some in its buffers
         # the pushes are acked; the workers report them with their next heartbeat
-        wait_until(lambda: _tenants(cluster.master_url)["etl"]["bytes_in_flight"] >= 4000)
+        wait_until(lambda: _tenants(cluster.master_url, secret_file)["etl"]["bytes_in_flight"] >= 4000)
         with pytest.raises(croupier.QuotaExceeded) as err:
             app.register_shuffle(num_mappers=1, num_partitions=2)
         details = err.value.details
         assert (details["quota"], details["limit"]) == ("bytes_in_flight", 4000) and details["usage"] >= 4000
         writer.close()  # every map ended: the shuffle commits, its bytes are stored, not in flight
-        wait_until(lambda: _tenants(cluster.master_url)["etl"]["bytes_stored"] > 1000)
-        assert _tenants(cluster.master_url)["etl"]["bytes_in_flight"] == 0
+        wait_until(lambda: _tenants(cluster.master_url, secret_file)["etl"]["bytes_stored"] > 1000)
+        assert _tenants(cluster.master_url, secret_file)["etl"]["bytes_in_flight"] == 0
         with pytest.raises(croupier.QuotaExceeded) as err:
             app.register_shuffle(num_mappers=1, num_partitions=2)
         assert err.value.details["quota"] == "bytes_stored"
         text = subprocess.run(
-            [*CLI, "admin", "--master", cluster.master_url, "tenants"],
+            [*CLI, "admin", "--master", cluster.master_url, "--secret-file", str(secret_file), "tenants"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -131,7 +133,7 @@ def test_bytes_quotas_follow_the_workers_reports_and_the_commit(tmp_path: Path, 
         ).stdout
         assert "etl" in text and "1/10" in text and "2/100" in text and "/1000" in text
         app.unregister()
-        wait_until(lambda: _tenants(cluster.master_url)["etl"]["shuffles"] == 0)
+        wait_until(lambda: _tenants(cluster.master_url, secret_file)["etl"]["shuffles"] == 0)
 
 
 def test_cli_demo_prints_the_quota_and_exits_non_zero(tmp_path: Path, tenants_file: Path) -> None:

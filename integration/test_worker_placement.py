@@ -56,13 +56,20 @@ def _push(
         rpc.call(int(MsgType.PUSH), to_json(body), [header.encode(), data])
 
 
-def _holds_nothing(address: dict[str, Any], app: str, sid: int, signer: Signer | None) -> None:
+def _memory_used(address: dict[str, Any], signer: Signer) -> int:
+    """The worker's ``memory_used``: the placed locations' reservations are in it (issue 13)."""
+    with RpcClient(_url(address, "control_port"), timeout=10, retries=0, signer=signer) as rpc:
+        return from_json(WorkerInfoReply, rpc.call(int(MsgType.WORKER_INFO)).body).memory_used
+
+
+def _holds_nothing(address: dict[str, Any], app: str, sid: int, signer: Signer, memory_before: int) -> None:
+    """No live location, no file, and ``memory_used`` unchanged by the refused pushes."""
     with RpcClient(_url(address, "control_port"), timeout=10, retries=0, signer=signer) as rpc:
         info = from_json(WorkerInfoReply, rpc.call(int(MsgType.WORKER_INFO)).body)
         reply = from_json(
             CommitFilesReply, rpc.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles(app, sid))).body
         )
-    assert info.live_locations == 0 and info.memory_used == 0
+    assert info.live_locations == 0 and info.memory_used == memory_before
     assert reply.locations == ()
 
 
@@ -70,26 +77,26 @@ def test_a_push_to_a_location_the_master_did_not_place_is_refused_and_stores_not
     cluster: LocalCluster,
 ) -> None:
     app, sid, primary, replica = _placed(cluster)
+    member = Signer.member(cluster.secret)
+    before = [_memory_used(address, member) for address in (primary, replica)]
     good = batch_digest(1, 0, 0, 0, b"record" * 100)  # map 1, attempt 0, batch 0, as _push builds it
     with pytest.raises(StaleLocation):
-        _push(
-            primary, replica, app, sid + 100, 0, good, Signer.member(cluster.secret)
-        )  # a shuffle the master never registered
+        _push(primary, replica, app, sid + 100, 0, good, member)  # a shuffle the master never registered
     with pytest.raises(StaleLocation):
-        _push(
-            primary, replica, app, sid, 1, good, Signer.member(cluster.secret)
-        )  # an epoch the master never made
-    for address in (primary, replica):
-        _holds_nothing(address, app, sid + 100, Signer.member(cluster.secret))
-        _holds_nothing(address, app, sid, Signer.member(cluster.secret))
+        _push(primary, replica, app, sid, 1, good, member)  # an epoch the master never made
+    for address, memory in zip((primary, replica), before, strict=True):
+        _holds_nothing(address, app, sid + 100, member, memory)
+        _holds_nothing(address, app, sid, member, memory)
 
 
 def test_a_push_with_a_bad_digest_gets_bad_request_and_stores_nothing(cluster: LocalCluster) -> None:
     app, sid, primary, replica = _placed(cluster)
+    member = Signer.member(cluster.secret)
+    before = [_memory_used(address, member) for address in (primary, replica)]
     with pytest.raises(BadRequest, match="digest"):
-        _push(primary, replica, app, sid, 0, bytes(16), Signer.member(cluster.secret))
-    for address in (primary, replica):
-        _holds_nothing(address, app, sid, Signer.member(cluster.secret))
+        _push(primary, replica, app, sid, 0, bytes(16), member)
+    for address, memory in zip((primary, replica), before, strict=True):
+        _holds_nothing(address, app, sid, member, memory)
 
 
 def _app_dirs(cluster: LocalCluster, app_id: str) -> list[Path]:

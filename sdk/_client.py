@@ -249,8 +249,9 @@ class Client:
             chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
             try:
                 return self._master.call(RegisterApp(name, chosen, tenant_token=self._tenant_token))
-            except Unauthorized:
-                if app_id is not None or last:
+            except Unauthorized as exc:
+                # only the refused repeat names the app: a tenant token refusal is raised as is
+                if app_id is not None or last or exc.details.get("app_id") != chosen:
                     raise
                 log.warning("app %s was registered but its key was lost; registering another id", chosen)
         raise AssertionError("unreachable")  # pragma: no cover

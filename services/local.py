@@ -325,44 +325,49 @@ class LocalCluster(Service):
         )
 
     def _spawn_worker(self, i: int) -> _Child:
+        return _Child(self._worker_cli(i), self.base_dir / f"worker{i}.log")
+
+    def _worker_cli(self, i: int) -> list[str]:
+        """The ``croupier worker`` arguments of worker ``i``: every ``worker_config`` setting."""
         dirs = ",".join(str(d) for d in self._worker_dirs(i))
-        return _Child(
-            [
-                "worker",
-                "--master",
-                self.master_url,
-                "--dirs",
-                dirs,
-                "--heartbeat",
-                f"{self.worker_config.heartbeat_interval}s",
-                "--memory",
-                str(self.worker_config.memory_cap),
-                *(["--fsync"] if self.worker_config.commit_fsync else []),
-                "--partition-actors",
-                str(self.worker_config.partition_actors),
-                "--flush-threshold",
-                str(self.worker_config.flush_threshold),
-                "--chunk-size",
-                str(self.worker_config.chunk_size),
-                "--throttle-window",
-                f"{self.worker_config.throttle_window}s",
-                "--throttle-floor",
-                str(self.worker_config.throttle_floor),
-                "--throttle-z",
-                str(self.worker_config.throttle_z),
-                "--split-threshold",
-                str(self.worker_config.split_threshold),
-                *(
-                    ["--disk-reserve", str(self.worker_config.disk_reserve)]
-                    if self.worker_config.disk_reserve is not None
-                    else []
-                ),
-                *self._curve_flags(),
-                *self._secret_flags(),
-                *self._worker_args,
-            ],
-            self.base_dir / f"worker{i}.log",
-        )
+        return [
+            "worker",
+            "--master",
+            self.master_url,
+            "--dirs",
+            dirs,
+            "--heartbeat",
+            f"{self.worker_config.heartbeat_interval}s",
+            "--memory",
+            str(self.worker_config.memory_cap),
+            *(["--fsync"] if self.worker_config.commit_fsync else []),
+            "--partition-actors",
+            str(self.worker_config.partition_actors),
+            "--flush-threshold",
+            str(self.worker_config.flush_threshold),
+            "--chunk-size",
+            str(self.worker_config.chunk_size),
+            "--throttle-window",
+            f"{self.worker_config.throttle_window}s",
+            "--throttle-floor",
+            str(self.worker_config.throttle_floor),
+            "--throttle-z",
+            str(self.worker_config.throttle_z),
+            "--split-threshold",
+            str(self.worker_config.split_threshold),
+            "--memory-tier-max",
+            str(self.worker_config.memory_tier_max),
+            "--memory-tier-fraction",
+            repr(self.worker_config.memory_tier_fraction),
+            *(
+                ["--disk-reserve", str(self.worker_config.disk_reserve)]
+                if self.worker_config.disk_reserve is not None
+                else []
+            ),
+            *self._curve_flags(),
+            *self._secret_flags(),
+            *self._worker_args,
+        ]
 
     def status(self) -> dict[str, Any]:
         """The master's STATUS reply, as JSON values.

@@ -67,16 +67,15 @@ def quiet_task(url: str, rate: float, seconds: float, delay: float) -> dict[str,
     return {"bytes": written, "seconds": took, "mb_per_s": written / took / 1e6, "congested": congested}
 
 
-def flood_task(
-    url: str, app_id: str, shuffle_id: int, map_id: int, stop: str, limit: float
-) -> dict[str, float]:
-    """Write map ``map_id`` of the flooding app's shuffle as fast as it can, until the file
-    ``stop`` exists (or ``limit`` s); then abort the writer."""
+def flood_task(url: str, handle: str, map_id: int, stop: str, limit: float) -> dict[str, float]:
+    """Write map ``map_id`` of the flooding app's shuffle (``Shuffle.handle()``: a cluster with
+    a secret opens a shuffle by handle) as fast as it can, until the file ``stop`` exists (or
+    ``limit`` s); then abort the writer."""
     import croupier
 
     record = os.urandom(_FLOOD_RECORD)
     with croupier.connect(url) as client:
-        writer = client.open_shuffle(app_id, shuffle_id).writer(map_id)
+        writer = client.open_shuffle(handle).writer(map_id)
         start = time.perf_counter()
         i = 0
         while not os.path.exists(stop) and time.perf_counter() - start < limit:
@@ -104,7 +103,7 @@ def _phase(
         app = client.register_app("flood")
         shuffle = app.register_shuffle(max(1, flooders), _PARTITIONS, replicate=False)
         flooding = [
-            pool.submit(flood_task, url, app.app_id, shuffle.shuffle_id, m, str(stop), seconds * 10 + 60)
+            pool.submit(flood_task, url, shuffle.handle(), m, str(stop), seconds * 10 + 60)
             for m in range(flooders)
         ]
         quiet = pool.submit(quiet_task, url, rate, seconds, 2.0 if flooders else 0.0)

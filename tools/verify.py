@@ -17,6 +17,7 @@ and is stopped before returning.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import random
@@ -54,6 +55,15 @@ _CLIENT = ClientConfig(
     app_heartbeat_interval=1.0,
     commit_wait_timeout=120.0,
 )
+
+
+def _worker_config(plan: list[Fault]) -> WorkerConfig:
+    """The workers' settings: the memory tier off when a fault damages files, since a copy
+    it holds is served from memory and its damaged file would never be read (the corrupt
+    kinds model a bad disk under reads that reach it)."""
+    if any(fault.kind.startswith("corrupt") for fault in plan):
+        return dataclasses.replace(_WORKER, memory_tier_max=0)
+    return _WORKER
 
 
 def run_verify(
@@ -129,7 +139,7 @@ def _cluster(
         processes=True,
         ha=ha,
         master_config=_MASTER,
-        worker_config=_WORKER,
+        worker_config=_worker_config(plan),
         session_timeout=2.0,
         curve=curve,
         secret_file=secret_file,

@@ -25,6 +25,7 @@ import itertools
 import logging
 import os
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -102,7 +103,9 @@ class AsyncRpcClient:
         self._outbox: queue.SimpleQueue[tuple[str, int, int, list[Payload], Callback, float]] = (
             queue.SimpleQueue()
         )
-        self._ids = itertools.count(1)
+        # a random start: two clients of one app never sign the same request in the same
+        # microsecond with the same id (the server would refuse the second as a replay)
+        self._ids = itertools.count(secrets.randbits(62) + 1)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)

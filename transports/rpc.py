@@ -45,6 +45,7 @@ import logging
 import math
 import os
 import queue
+import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -768,7 +769,9 @@ class RpcClient:
         self._retries = retries
         self._retry_backoff = retry_backoff
         self._lock = threading.Lock()
-        self._ids = itertools.count(1)
+        # a random start: two clients of one app never sign the same request in the same
+        # microsecond with the same id (the server would refuse the second as a replay)
+        self._ids = itertools.count(secrets.randbits(62) + 1)
         self._closed = False
         self._sock: _Socket | None = self._connect()
 

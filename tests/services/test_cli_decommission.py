@@ -87,3 +87,37 @@ def wait(predicate: Any, timeout: float = 20.0) -> None:
             return
         done.wait(0.05)
     raise AssertionError("timed out")
+
+
+def test_a_process_cluster_gives_its_workers_every_worker_setting(tmp_path: Path) -> None:
+    """``LocalCluster(processes=True)`` left the memory tier's settings out of its workers'
+    command line: they ran with the defaults, whatever ``worker_config`` said."""
+    config = WorkerConfig(
+        heartbeat_interval=0.5,
+        memory_cap=64 * 1024**2,
+        partition_actors=3,
+        flush_threshold=123_456,
+        chunk_size=65_536,
+        throttle_floor=1000,
+        throttle_z=4.5,
+        split_threshold=2 * 1024**2,
+        memory_tier_max=0,
+        memory_tier_fraction=0.25,
+    )
+    cluster = LocalCluster(1, tmp_path, processes=True, worker_config=config)
+    cluster.master_url = "tcp://127.0.0.1:1"  # not started: only its workers' arguments are read
+    args = build_parser().parse_args(cluster._worker_cli(0))
+    got = worker_config(args)
+    for name in (
+        "heartbeat_interval",
+        "memory_cap",
+        "partition_actors",
+        "flush_threshold",
+        "chunk_size",
+        "throttle_floor",
+        "throttle_z",
+        "split_threshold",
+        "memory_tier_max",
+        "memory_tier_fraction",
+    ):
+        assert getattr(got, name) == getattr(config, name), name
