@@ -280,7 +280,9 @@ class Client:
             self._learn_key(app_id, key)
         else:
             with self._lock:
-                key = self._keys.get(app_id)
+                # this client's keys, else one another client of this process learned (its
+                # requests are signed with it, so its digests must be keyed with it too)
+                key = self._keys.get(app_id) or self._signer.app_key(app_id)
         try:
             summary = self._master.request(GetShuffle(app_id, shuffle_id), ShuffleSummary)
         except Unauthorized as exc:

@@ -96,6 +96,7 @@ def test_workers_report_their_http_port_to_the_master(cluster: LocalCluster) -> 
     assert cluster.master is not None and cluster.master.http is not None
     base = cluster.master.http.url
     ports = {w.worker_id: w.http.port for w in cluster.workers if w.http is not None}
+
     def reported() -> list[dict[str, Any]]:  # every worker's next heartbeat carries its port
         rows = [r for r in get(base + "/api/v1/workers") if r["http_port"] is not None]
         return rows if len(rows) == len(ports) else []

@@ -187,6 +187,7 @@ def test_the_two_id_form_on_a_cluster_that_wants_a_key_says_a_handle_is_needed(
         app = client.register_app("owner")
         sh = app.register_shuffle(num_mappers=1, num_partitions=2)
         real = other._master.request
+        monkeypatch.setattr(other, "_signer", Signer())  # as in another process: no key learned
 
         def refuse_unsigned(command: Any, reply_type: Any) -> Any:
             if isinstance(command, GetShuffle) and command.app_id not in other._keys:
@@ -200,3 +201,14 @@ def test_the_two_id_form_on_a_cluster_that_wants_a_key_says_a_handle_is_needed(
         assert other.open_shuffle(app.app_id, sh.shuffle_id).app_key == app.app_key
         assert client.open_shuffle(app.app_id, sh.shuffle_id).app_key == app.app_key
         assert app.open_shuffle(sh.shuffle_id).handle() == sh.handle()
+
+
+def test_a_second_client_of_the_process_opening_by_ids_reads_with_the_app_key(secure: SecureCluster) -> None:
+    """Its requests are signed with the key another client of this process learned, so its
+    reader must check digests keyed with it too (it read every copy as damaged before)."""
+    with croupier.connect(secure.master_url) as owner, croupier.connect(secure.master_url) as other:
+        sh = owner.register_app("owner").register_shuffle(num_mappers=1, num_partitions=2)
+        _write_and_commit(sh)
+        opened = other.open_shuffle(sh.app_id, sh.shuffle_id)
+        assert opened.app_key == sh.app_key
+        assert list(opened.reader(0)) == _expected(0)
