@@ -28,7 +28,7 @@ PYTHON=${PYTHON:-python3}
 # untracked files, not ignored ones), so that an image of older sources is never reused
 source_digest() {
   (cd "$ROOT" && git ls-files -co --exclude-standard -z -- pyproject.toml README.md \
-    core actors ha transports storage services sdk tools dataplane | LC_ALL=C sort -z \
+    core actors ha transports storage services sdk tools dataplane ops | LC_ALL=C sort -z \
     | xargs -0 sha256sum 2>/dev/null | sha256sum | cut -c1-16)
 }
 SOURCE=$(source_digest)
