@@ -198,7 +198,7 @@ class MasterFront:
         info = {
             "role": str(MasterRole.LEADER),
             "url": self.url,
-            "log": type(event_log).__name__,
+            "log": getattr(event_log, "kind", type(event_log).__name__),
             "term": term,
         }
         if self.http_url is not None:

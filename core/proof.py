@@ -156,8 +156,13 @@ Winners = Sequence[int] | WinnerRuns
 def _winning(winners: Winners, items: Iterable[Triple]) -> dict[int, set[int]]:
     """map -> the third fields of the items from that map's winning attempt."""
     out: dict[int, set[int]] = {}
+    n = len(winners)
+    looked: dict[int, int] = {}  # each map's winner looked up once (runs: a binary search)
     for m, attempt, value in items:
-        if 0 <= m < len(winners) and attempt == winners[m] >= 0:
+        winner = looked.get(m)
+        if winner is None:
+            winner = looked[m] = winners[m] if 0 <= m < n else -1
+        if attempt == winner >= 0:
             out.setdefault(m, set()).add(value)
     return out
 

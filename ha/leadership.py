@@ -50,7 +50,7 @@ from croupier.core.errors import CroupierError, NotLeader, Unavailable
 from croupier.core.leader_record import decode_leader, encode_leader
 from croupier.ha import roles as r
 from croupier.ha.election import ElectionNodeGone, LeaderElection
-from croupier.ha.eventlog import LogLocked
+from croupier.ha.eventlog import EventLog, LogLocked
 from croupier.ha.standby import HotStandby
 from croupier.ha.zklog import Fence, Fenced, ZooKeeperEventLog
 
@@ -63,7 +63,7 @@ class Seat(Protocol):
     """The master that leadership drives (``croupier.actors.master_front.MasterFront``)."""
 
     def take_seat(
-        self, term: int, event_log: ZooKeeperEventLog, on_log_error: Callable[[CroupierError], None]
+        self, term: int, event_log: EventLog, on_log_error: Callable[[CroupierError], None]
     ) -> None:
         """Serve as the leader of ``term`` over ``event_log`` once ``TakeOver`` is logged.
 
@@ -95,6 +95,8 @@ class Leadership:
         writer_wait: at most this long, a take-over waits for the previous leader's writer
             lock (it lingers until that leader's session expires).
         poll: how often a follower re-checks the election and refolds.
+        wrap_log: what the seat serves over, given the fenced writer (e.g. a log that times
+            each append for the metrics); None: the writer itself.
 
     State (written on the control thread):
         term: the newest term this master knows of (its own while it leads).
@@ -111,8 +113,10 @@ class Leadership:
         *,
         writer_wait: float = 15.0,
         poll: float = 0.2,
+        wrap_log: Callable[[EventLog], EventLog] | None = None,
     ) -> None:
         self._zk = zk
+        self._wrap_log = wrap_log
         self._root = root
         self.url = url
         self._seat = seat
@@ -268,7 +272,8 @@ class Leadership:
                 raise NotLeader("the election node is gone")
             term = self._bump_epoch()
             self._writer = self._open_writer(Fence(epoch_version=term, election_node=node))
-            self._seat.take_seat(term, self._writer, lambda error: self._on_log_error(term, error))
+            served: EventLog = self._writer if self._wrap_log is None else self._wrap_log(self._writer)
+            self._seat.take_seat(term, served, lambda error: self._on_log_error(term, error))
             self._publish(term)
         except CroupierError as exc:
             log.warning("master %s could not take over: %s", self.url, exc.message)

@@ -73,4 +73,15 @@ def test_the_follower_redirects_to_the_leaders_http_endpoint(members: list[HaMas
         text = resp.read().decode()
     assert 'croupier_master_role{role="follower"} 1.0' in text
     with urllib.request.urlopen(leader.http.url + "/metrics", timeout=10) as resp:
-        assert 'croupier_master_role{role="leader"} 1.0' in resp.read().decode()
+        text = resp.read().decode()
+    assert 'croupier_master_role{role="leader"} 1.0' in text
+    # the leader's appends to ZooKeeper (its TakeOver at least) are counted and timed
+    assert metric(text, "croupier_master_events_appended_total") >= 1
+    assert metric(text, "croupier_master_append_seconds_count") >= 1
+    assert metric(text, "croupier_master_append_seconds_sum") > 0
+
+
+def metric(text: str, name: str) -> float:
+    values = [float(line.split()[-1]) for line in text.splitlines() if line.split(" ")[0] == name]
+    assert len(values) == 1, f"{name}: {values}"
+    return values[0]

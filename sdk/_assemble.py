@@ -103,6 +103,10 @@ class BatchSelector:
 
     def __init__(self, winners: Winners) -> None:
         self._winners: Winners = winners if isinstance(winners, WinnerRuns) else list(winners)
+        self._maps = len(self._winners)
+        # the winners of the maps whose batches came by, looked up once each (a WinnerRuns
+        # lookup is a binary search, and every batch asks)
+        self._attempts: dict[int, int] = {}
         self._seen: dict[int, set[int]] = {}
         self._seals: dict[int, set[int]] = {}
         self.kept = 0
@@ -111,7 +115,12 @@ class BatchSelector:
     def wanted(self, header: BatchHeader) -> bool:
         """Whether the batch (or seal) is from its map's winning attempt."""
         m = header.map_id
-        return m < len(self._winners) and header.attempt_id == self._winners[m] >= 0
+        attempt = self._attempts.get(m)
+        if attempt is None:
+            if not 0 <= m < self._maps:
+                return False
+            attempt = self._attempts[m] = self._winners[m]
+        return header.attempt_id == attempt >= 0
 
     def is_new(self, header: BatchHeader) -> bool:
         """Whether ``offer`` would keep this batch (no state change)."""
@@ -142,10 +151,10 @@ class BatchSelector:
             partition: the partition read.
             maps: the ``[lo, hi]`` ranges of the maps that declared it, or ``None`` if not known.
         """
-        w = self._winners
-        batches = ((m, w[m], b) for m, ids in self._seen.items() for b in ids)
-        seals = ((m, w[m], n) for m, counts in self._seals.items() for n in counts)
-        return prove(partition, w, batches, seals, maps)
+        a = self._attempts  # every map offered was wanted, so looked up
+        batches = ((m, a[m], b) for m, ids in self._seen.items() for b in ids)
+        seals = ((m, a[m], n) for m, counts in self._seals.items() for n in counts)
+        return prove(partition, self._winners, batches, seals, maps)
 
     def problems(self, maps: Iterable[Sequence[int]] | None = None) -> list[str]:
         """What is missing or inconsistent; empty when the partition is complete."""

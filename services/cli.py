@@ -23,6 +23,7 @@ the cluster secret that signs and checks requests (PROTOCOL §2.1, README "Secur
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -108,7 +109,13 @@ def _secret_env(args: argparse.Namespace) -> None:
 
 
 def _wait_for_signal(done: threading.Event | None = None) -> None:
-    """Until SIGINT or SIGTERM, or until ``done`` is set (checked every half second)."""
+    """Until SIGINT or SIGTERM, or until ``done`` is set (checked every half second).
+
+    The service has started by now: what its start-up made (modules, classes, the HTTP
+    app) moves to the collector's permanent generation, so that the collections the data
+    path triggers no longer walk it (about 47,000 objects in a worker)."""
+    gc.collect()
+    gc.freeze()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

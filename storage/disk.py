@@ -95,6 +95,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -138,6 +139,12 @@ _INT_RE = re.compile(r"0|[1-9][0-9]*")
 RESERVE_MAX = 5 * 1024**3  # the default reserve: the smaller of this and RESERVE_SHARE of the disk
 RESERVE_SHARE = 0.10
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# A data write checks its dir's free space against the commit headroom. It asks the
+# filesystem (statvfs) again only when its last answer is older than ROOM_TTL seconds, or
+# when the free bytes it then reported, less what this store wrote since, come within
+# ROOM_SLACK bytes of the headroom: near the limit every write asks.
+ROOM_TTL = 0.25
+ROOM_SLACK = 64 * 1024**2
 _COPY_STEP = 1024 * 1024
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -646,6 +653,9 @@ class DiskPartitionStore:
         self.reserve = reserve
         self._failed: list[str | None] = [None] * len(paths)
         self._dir_lock = threading.Lock()
+        # per dir: (free bytes left after the writes since, headroom, monotonic time of the statvfs)
+        self._room: list[tuple[int, int, float] | None] = [None] * len(paths)
+        self._room_lock = threading.Lock()
         self._fds = _FdCache(max_open_files)
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
@@ -702,15 +712,30 @@ class DiskPartitionStore:
 
     def _check_room(self, disk: int, nbytes: int) -> None:
         """Raises ENOSPC when writing ``nbytes`` to ``disk`` would cut into the headroom kept for
-        commits (half the reserve: the index files of the locations there)."""
+        commits (half the reserve: the index files of the locations there).
+
+        The filesystem is asked again only when its last answer is stale or the estimate is
+        close to the headroom (``ROOM_TTL``, ``ROOM_SLACK``); a write that fills the disk anyway
+        fails with ENOSPC itself, which the caller handles the same way."""
+        now = time.monotonic()
+        with self._room_lock:
+            room = self._room[disk]
+            if room is not None and now - room[2] < ROOM_TTL:
+                free, headroom, at = room
+                if free - nbytes - headroom > ROOM_SLACK:
+                    self._room[disk] = (free - nbytes, headroom, at)
+                    return
         try:
             st = os.statvfs(self._dirs[disk])
         except OSError:
             return  # the write itself will tell
         free = st.f_bavail * st.f_frsize
         reserve = self.reserve if self.reserve is not None else default_reserve(st.f_blocks * st.f_frsize)
-        if free - nbytes < _headroom(reserve):
+        headroom = _headroom(reserve)
+        if free - nbytes < headroom:
             raise OSError(errno.ENOSPC, f"{nbytes} bytes would leave less than the commit headroom free")
+        with self._room_lock:
+            self._room[disk] = (free - nbytes, headroom, now)
 
     def _write_failed(self, disk: int, exc: OSError) -> None:
         """A write to ``disk`` failed: anything but "no space" marks the dir unhealthy for good."""
