@@ -176,3 +176,9 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
     assert half["target_mb_per_s"] > 0 and half["push_mb_per_s"] > 0
     assert half["push_ack"]["count"] >= 1 and half["fetch_chunk"]["count"] >= 1
     assert "at half peak" in out
+    floors = half["zmq_floor"]  # bare ZeroMQ round trips in the same run: under its load, and idle
+    assert floors["idle"]["direct"]["count"] == floors["idle"]["relayed"]["count"] == 500
+    assert floors["loaded"]["relayed"]["count"] >= 1
+    for floor in floors.values():
+        assert 0 < floor["direct"]["p50_ms"] <= floor["direct"]["p99_ms"]
+    assert "floor (loaded)" in out and "floor (idle)" in out

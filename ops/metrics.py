@@ -37,7 +37,8 @@ __all__ = ["LATENCY_BUCKETS", "MasterMetrics", "TimedLog", "WorkerGauges", "Work
 
 # 100 us .. 10 s: push acks are expected in the low milliseconds (seed goal P99 <= 5 ms)
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
 
 _FETCH_CHUNK = int(MsgType.FETCH_CHUNK)

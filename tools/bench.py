@@ -123,6 +123,14 @@ def _metrics(*, size: int, runs: int, mappers: int, workers: int, partitions: in
         f" P99 {ack['p99_ms']:g} ms (n={int(ack['count'])}), fetch chunk P50 {fetch['p50_ms']:g} ms"
         f" P99 {fetch['p99_ms']:g} ms (reads unpaced)"
     )
+    for when, floor in half["zmq_floor"].items():
+        direct, relayed = floor["direct"], floor["relayed"]
+        print(
+            f"metrics  floor ({when}), bare ZeroMQ round trips of {floor['size']} B:"
+            f" direct P50 {direct['p50_ms']:g} ms P99 {direct['p99_ms']:g} ms, relayed (as a"
+            f" replicated push) P50 {relayed['p50_ms']:g} ms P99 {relayed['p99_ms']:g} ms"
+            f" (n={relayed['count']})"
+        )
     return found
 
 

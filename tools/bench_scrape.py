@@ -10,7 +10,10 @@ fetched once) and the push ack / fetch chunk P50 and P99 over all workers (bucke
 Then one ``half_peak`` run: the map tasks paced so that together they push at about half of
 the quiet runs' median push rate (the peak), the workers scraped only before and after it,
 with that run's push ack and fetch chunk P50/P99 and its achieved push rate (the reads that
-follow the pushes are not paced). Prints one JSON line.
+follow the pushes are not paced), and the floor under those acks: bare ZeroMQ round trips of
+128 KiB every 5 ms, direct and through a relay process (a replicated push is two round trips
+in series; :mod:`croupier.tools.zmq_floor`), during that run (the same load) and after it
+(idle). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from croupier.core.config import parse_size
 from croupier.ops.metrics import quantiles_of
 from croupier.services.local import LocalCluster
+from croupier.tools.zmq_floor import Probe, zmq_floor
 
 __all__ = ["Scraper", "half_peak", "main", "scrape_scenario"]
 
@@ -147,22 +151,33 @@ def scrape_scenario(
     }
 
 
+FLOOR_SIZE = 128 * 1024  # the floor's message: about a paced push (64 KiB batches, merged a little)
+FLOOR_GAP = 0.005
+
+
 def half_peak(size: int, peak: float, mappers: int, partitions: int, workers: int) -> dict[str, Any]:
-    """One run with the writers paced to ``peak / 2`` MB/s in all; the histograms over that run."""
+    """One run with the writers paced to ``peak / 2`` MB/s in all; the histograms over that run,
+    and the ZeroMQ floor during it (same load) and after it (idle)."""
     from croupier.tools.demo import run_demo
 
     scrapers: list[Scraper] = []
+    loaded = Probe(FLOOR_SIZE, FLOOR_GAP)
 
-    def during(cluster: LocalCluster) -> Any:
+    @contextlib.contextmanager
+    def during(cluster: LocalCluster) -> Iterator[None]:
         scrapers.append(Scraper(cluster, every=math.inf))
-        return scrapers[-1].running()
+        with scrapers[-1].running(), loaded:
+            yield
 
     target = peak / 2
     out = run_demo(size, mappers, partitions, workers, progress=False, during=during, pace=target * 1e6)
     if not out.verified:
         raise RuntimeError(f"the paced shuffle failed: {out.errors}")
     check = _check(scrapers[0])
+    pushes = max(1, int(check["push_ack"]["count"]))
     return {
+        "zmq_floor": {"loaded": loaded.summary(), "idle": zmq_floor(FLOOR_SIZE, 500, FLOOR_GAP)},
+        "mean_push_bytes": int(check["counted"]["push_bytes_total"] / pushes),
         "peak_push_mb_per_s": round(peak, 1),
         "target_mb_per_s": round(target, 1),
         "push_mb_per_s": round(out.push_mb_per_s, 1),
