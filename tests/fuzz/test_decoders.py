@@ -16,18 +16,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from croupier._assemble import CorruptChunk, parse_chunk
+from croupier.core.access import Scheme
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import COMMAND_TYPES, Command, MapperEnd, decode_command, encode_command
 from croupier.core.dataplane import CommitFiles, Destroy, FetchChunk, FetchSmall, OpenStream, Push, Replicate
-from croupier.core.errors import BadRequest
+from croupier.core.errors import BadRequest, Unauthorized
 from croupier.core.events import EVENT_TYPES, decode_event, encode_event
 from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, decode_body, encode_body
 from croupier.storage.disk import decode_index, encode_index
 from croupier.storage.index import index_of
 from croupier.storage.store import LocationKey
 from croupier.transports._framing import parse_message, peek_ids
+from croupier.transports.auth import AUTH_FLAG, Verifier, sign_request
 from croupier.transports.digest import batch_digest
+from croupier.transports.secret import ClusterSecret
 from tests.fuzz.budget import fuzz_settings, ran
 from tests.fuzz.mutate import json_values, mutated, odd_strings
 
@@ -268,3 +271,49 @@ def test_command_samples_are_valid(msg_type: int) -> None:
         msg_type,
         encode_command(cls(**{f.name: _sample(cls, f.name) for f in fields(cls) if _required(f)}))[1],
     )
+
+
+# -- auth frames ----------------------------------------------------------------------------
+
+_SECRET = ClusterSecret(bytes(range(32)))
+_AUTH_HEADER = Header(Kind.REQUEST, 50, 7, flags=AUTH_FLAG).encode()
+
+
+def _signed(scheme: int, app_id: str, raw_body: bytes, first: bytes | None) -> bytes:
+    key = _SECRET.member_key if scheme == Scheme.MEMBER else _SECRET.app_key(app_id)
+    return sign_request(scheme, key, _AUTH_HEADER, raw_body, first)
+
+
+def _auth_input(scheme: int, app_id: str, first: bytes) -> tuple[bytes, bytes, bytes]:
+    """A validly signed request: (raw body, first payload, auth frame)."""
+    raw_body = json.dumps({"app_id": app_id}).encode()
+    return raw_body, first, _signed(scheme, app_id, raw_body, first)
+
+
+app_ids = st.one_of(st.just("app-1"), odd_strings.filter(lambda s: s.encode("utf-8", "ignore").decode() == s))
+auth_inputs = st.builds(
+    _auth_input, st.sampled_from([Scheme.MEMBER, Scheme.APP]), app_ids, st.binary(max_size=64)
+)
+
+
+@fuzz_settings()
+@given(
+    st.one_of(
+        auth_inputs.flatmap(lambda t: st.tuples(st.just(t[0]), st.just(t[1]), mutated(st.just(t[2])))),
+        st.tuples(st.binary(max_size=80), st.binary(max_size=64), st.binary(max_size=64)),
+    ),
+    st.sampled_from(sorted(set(COMMAND_TYPES) | {50, 51, 53, 54, 58})),
+)
+def test_auth_frame(frames: tuple[bytes, bytes, bytes], msg_type: int) -> None:
+    """A server's check of a request's auth frame: a scheme, or ``Unauthorized``, never another error."""
+    ran("auth frames (transports/auth.py Verifier.check)")
+    raw_body, first, auth = frames
+    try:
+        body = decode_body(raw_body)
+    except BadRequest:
+        body = {}
+    try:
+        scheme = Verifier(_SECRET).check(msg_type, _AUTH_HEADER, body, raw_body, auth, [first])
+    except Unauthorized:
+        return
+    assert scheme in (Scheme.MEMBER, Scheme.APP)
