@@ -23,6 +23,7 @@ from typing import Any
 import pykka
 
 from croupier.core.commands import Command, ExpireApp
+from croupier.transports.log_context import id_fields
 
 __all__ = ["AppActor", "AppHeartbeatSeen", "AppShuffleAdded", "AppShuffleRemoved", "AppTick"]
 
@@ -95,6 +96,7 @@ class AppActor(pykka.ThreadingActor):
                         now - self.last_seen,
                         self.timeout,
                         len(self.shuffles),
+                        extra=id_fields(self.app_id, None),
                     )
                     self._submit(ExpireApp(self.app_id))
             case "describe":

@@ -30,6 +30,7 @@ from croupier.core.state import Winner
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
+from croupier.transports.log_context import key_fields, object_fields
 from croupier.transports.rpc import Reply
 
 __all__ = ["CommitCoordinator", "CommitPlan", "Copy"]
@@ -158,7 +159,9 @@ class CommitCoordinator:
                     decoded = from_json(reply_type, reply.body)
                 except BadRequest as exc:
                     log.error(
-                        "worker %s (%s) sent a malformed %s reply: %s", worker, url, type(body).__name__, exc
+                        "worker %s (%s) sent a malformed %s reply: %s",
+                        *(worker, url, type(body).__name__, exc),
+                        extra=object_fields(body),
                     )
                     done(worker, None)
                     return
@@ -172,6 +175,7 @@ class CommitCoordinator:
                 url,
                 tries - 1,
                 error,
+                extra=object_fields(body),
             )
             with self._lock:
                 stopped = self._stopped or worker in self._lost
@@ -187,12 +191,15 @@ class CommitCoordinator:
         verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
         if verdict.failed:
             log.warning(
-                "shuffle %s/%d: %d copies failed at commit", plan.app_id, plan.shuffle_id, len(verdict.failed)
+                "shuffle %s/%d: %d copies failed at commit",
+                *(plan.app_id, plan.shuffle_id, len(verdict.failed)),
+                extra=key_fields(plan),
             )
         for p, lo, hi in verdict.lost_maps:
             log.error(
                 "shuffle %s/%d partition %d: no surviving copy holds the seals of maps %d..%d",
                 *(plan.app_id, plan.shuffle_id, p, lo, hi - 1),
+                extra=key_fields(plan),
             )
         return ReportCommit(
             plan.app_id,

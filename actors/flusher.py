@@ -23,6 +23,7 @@ import pykka
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.store import LocationKey, PartitionFile
 from croupier.transports.limiter import MemoryLimiter
+from croupier.transports.log_context import key_fields
 
 __all__ = ["FlushBatch", "FlushDone", "FlushGate", "FlushJob", "FlushStats", "FlusherActor"]
 
@@ -114,7 +115,7 @@ class FlusherActor(pykka.ThreadingActor):
         except OSError as exc:
             error = Unavailable(f"flush of {job.file.key.name} failed: {exc}")
         if error is not None:
-            log.error("disk %d: %s", self.disk, error)
+            log.error("disk %d: %s", self.disk, error, extra=key_fields(job.file.key))
             if job.gate is not None:
                 job.gate.failed = True
         self.stats.busy_seconds += time.perf_counter() - started

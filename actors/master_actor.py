@@ -82,6 +82,7 @@ from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 from croupier.transports.curve import CurveClient
+from croupier.transports.log_context import LOG_FIELDS, enter, object_fields
 
 __all__ = [
     "MasterActor",
@@ -319,6 +320,18 @@ class MasterActor(pykka.ThreadingActor):
         return None
 
     def _handle(self, command: Command, reply: ReplyFn | None) -> None:
+        """Handle one command; the lines logged meanwhile carry its app and shuffle ids."""
+        fields = object_fields(command)
+        if not fields:
+            self._handle_one(command, reply)
+            return
+        token = enter(fields)
+        try:
+            self._handle_one(command, reply)
+        finally:
+            LOG_FIELDS.reset(token)
+
+    def _handle_one(self, command: Command, reply: ReplyFn | None) -> None:
         self.commands += 1
         if command.WRITES and not self._writable:
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")

@@ -54,6 +54,7 @@ from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import ChunkIndex, CommittedFile, LocationKey, PartitionFile, PartitionStore
 from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
+from croupier.transports.log_context import key_fields
 
 __all__ = [
     "Append",
@@ -286,7 +287,12 @@ class PartitionActor(pykka.ThreadingActor):
         if loc.committed is not None or loc.waiters or loc.failed or loc.error is not None:
             # a late push (e.g. a losing speculative attempt): its data is not needed; or the
             # location failed (its push raced the failure): its data is lost. Give the bytes back
-            log.info("%s is committed or failed; dropping %d batches", key.name, len(batches))
+            log.info(
+                "%s is committed or failed; dropping %d batches",
+                key.name,
+                len(batches),
+                extra=key_fields(key),
+            )
             seals = sum(header.flags & FLAG_SEAL for header, _, _ in batches)
             self._limiter.release(nbytes, held=seals * SEAL_BYTES)
             if loc.committed is None and not loc.waiters:
@@ -330,7 +336,11 @@ class PartitionActor(pykka.ThreadingActor):
 
     def _fail(self, loc: _Location, error: CroupierError) -> None:
         """No dir takes the location's data: keep what was flushed, give back what was not."""
-        log.error("location %s/%s/%s failed: %s", loc.key.app_id, loc.key.shuffle_id, loc.key.name, error)
+        log.error(
+            "location %s/%s/%s failed: %s",
+            *(loc.key.app_id, loc.key.shuffle_id, loc.key.name, error),
+            extra=key_fields(loc.key),
+        )
         loc.failed = True
         loc.lost |= loc.pending_maps
         self._limiter.release(loc.pending_bytes)

@@ -30,6 +30,7 @@ from croupier.core.wire import MsgType
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
+from croupier.transports.log_context import key_fields
 from croupier.transports.rpc import Reply
 
 __all__ = ["RESERVE_TIMEOUT", "ReservationSender", "Send", "reserves"]
@@ -141,6 +142,7 @@ class ReservationSender:
                         reserve.app_id,
                         reserve.shuffle_id,
                         error,
+                        extra=key_fields(reserve),
                     )
                 with lock:
                     remaining[0] -= 1

@@ -40,6 +40,7 @@ from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
+from croupier.transports.log_context import key_fields
 from croupier.transports.rpc import Request, Responder
 
 __all__ = ["ControlHandler"]
@@ -143,7 +144,9 @@ class ControlHandler:
             responder.error(exc)
             return
         except Exception as exc:  # the pool would swallow it, and the master would wait in vain
-            log.exception("destroying %s/%s failed", destroy.app_id, destroy.shuffle_id)
+            log.exception(
+                "destroying %s/%s failed", destroy.app_id, destroy.shuffle_id, extra=key_fields(destroy)
+            )
             responder.error(InternalError(f"{type(exc).__name__} destroying the files"))
             return
         responder.ok(encode_reply(DestroyReply(removed)))
@@ -152,13 +155,16 @@ class ControlHandler:
         try:
             removed = self._remove_files(destroy, dropped)
         except Exception:  # logged; the files stay until the sweep after the next start
-            log.exception("removing orphan %s/%s failed", destroy.app_id, destroy.shuffle_id)
+            log.exception(
+                "removing orphan %s/%s failed", destroy.app_id, destroy.shuffle_id, extra=key_fields(destroy)
+            )
             return
         log.warning(
             "removed %d locations of %s/%s: the master no longer knows it",
             removed,
             destroy.app_id,
             destroy.shuffle_id,
+            extra=key_fields(destroy),
         )
 
     def _remove_files(self, destroy: Destroy, dropped: list[pykka.Future[Any]]) -> int:
@@ -171,5 +177,9 @@ class ControlHandler:
         removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
         if self._tier is not None:  # and what a commit took meanwhile
             self._tier.evict(destroy.app_id, destroy.shuffle_id)
-        log.info("destroyed %s/%s: %d locations", destroy.app_id, destroy.shuffle_id, removed)
+        log.info(
+            "destroyed %s/%s: %d locations",
+            *(destroy.app_id, destroy.shuffle_id, removed),
+            extra=key_fields(destroy),
+        )
         return removed

@@ -35,6 +35,7 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import CommittedFile, LocationKey, PartitionStore
+from croupier.transports.log_context import key_fields
 from croupier.transports.rpc import Request, Responder
 
 __all__ = ["FetchHandler"]
@@ -139,7 +140,7 @@ class FetchHandler:
                 entries.append(SmallLocation(exc.code, message=exc.message))
                 continue
             except Exception:
-                log.exception("FETCH_SMALL read of %s failed", cf.key)
+                log.exception("FETCH_SMALL read of %s failed", cf.key, extra=key_fields(cf.key))
                 entries.append(SmallLocation("skipped"))
                 continue
             entries.append(entry)
@@ -153,7 +154,7 @@ class FetchHandler:
         except CroupierError as exc:
             responder.error(exc)
         except Exception as exc:
-            log.exception("read of %s failed", key)
+            log.exception("read of %s failed", key, extra=key_fields(key))
             responder.error(Unavailable(f"read failed: {exc}"))
 
     def _committed(self, body: OpenStream | FetchChunk) -> CommittedFile:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from croupier.core.errors import Congested
 from croupier.core.throttle import ThrottleRule, abnormal, window_rate
+from croupier.transports.log_context import id_fields
 
 __all__ = ["AppThrottle"]
 
@@ -161,8 +162,13 @@ class AppThrottle:
                 self.window,
                 found[app_id],
                 len(rates) - 1,
+                extra=id_fields(app_id, None),
             )
         for app_id in self.throttled.keys() - found.keys():
-            log.info("app %s is no longer throttled (%.4g MB/s)", app_id, rates.get(app_id, 0.0) / 1e6)
+            log.info(
+                "app %s is no longer throttled (%.4g MB/s)",
+                *(app_id, rates.get(app_id, 0.0) / 1e6),
+                extra=id_fields(app_id, None),
+            )
         self.rates = rates
         self.throttled = {app_id: (rates[app_id], z) for app_id, z in found.items()}

@@ -1,9 +1,14 @@
 """``--log-format json``: one JSON object per log line, for log shippers.
 
 Fields: ``ts`` (ISO 8601, UTC), ``level``, ``logger``, ``msg``, ``thread``, ``exc`` (a
-traceback, when there is one), and ``worker_id``, ``app_id``, ``shuffle_id`` when known:
-given as ``extra=`` to a log call, or set for the whole process by ``JsonFormatter(fields)``
-(``croupier worker`` sets its ``worker_id``).
+traceback, when there is one), and ``worker_id``, ``app_id``, ``shuffle_id`` when known,
+from the first of: ``extra=`` given to the log call; the request being handled on the
+logging thread (``croupier.transports.log_context``: the RPC server sets them from each
+request's body, the master actor from each command); the whole process, set by
+``JsonFormatter(fields)`` (``croupier worker`` sets its ``worker_id``).
+
+The request's fields are read when the record is formatted: on the logging thread with the
+usual handlers (a ``QueueHandler`` would format elsewhere and miss them).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from croupier.transports.log_context import LOG_FIELDS
+
 __all__ = ["FIELDS", "JsonFormatter"]
 
 FIELDS = ("worker_id", "app_id", "shuffle_id")
@@ -20,7 +27,8 @@ FIELDS = ("worker_id", "app_id", "shuffle_id")
 
 class JsonFormatter(logging.Formatter):
     """Parameters:
-    fields: values of ``FIELDS`` for every record of this process (a record's own win).
+    fields: values of ``FIELDS`` for every record of this process (a record's own and the
+        request's win).
     """
 
     def __init__(self, fields: dict[str, Any] | None = None) -> None:
@@ -35,8 +43,11 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
             "thread": record.threadName,
         }
+        context = LOG_FIELDS.get() or {}
         for name in FIELDS:
-            value = getattr(record, name, self.fields.get(name))
+            value = getattr(record, name, None)
+            if value is None:
+                value = context.get(name, self.fields.get(name))
             if value is not None:
                 out[name] = value
         if record.exc_info:

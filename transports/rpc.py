@@ -80,6 +80,7 @@ from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudge
 from croupier.transports._zap import ZapHandler
 from croupier.transports.auth import Signer, Verifier, request_frames
 from croupier.transports.curve import CurveClient, CurveServer, timeout_hint
+from croupier.transports.log_context import LOG_FIELDS, body_fields, enter
 
 __all__ = [
     "Handler",
@@ -638,6 +639,9 @@ class RpcServer:
                 return
         request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme)
         responder = Responder(self, peer, header.msg_type, header.request_id)
+        # the request's app and shuffle ids go on the lines logged while handling it
+        fields = body_fields(msg.body)
+        token = None if fields is None else enter(fields)
         try:
             self._handler(request, responder)
         except CroupierError as exc:
@@ -652,6 +656,9 @@ class RpcServer:
             logger.exception("%s: handler failed on %s", self.name, responder._what())
             if not responder.done:
                 responder.error(InternalError(f"{type(exc).__name__} handling {_type_name(header.msg_type)}"))
+        finally:
+            if token is not None:
+                LOG_FIELDS.reset(token)
 
     def _refuse(self, peer: bytes, msg_type: int, request_id: int, exc: Unauthorized) -> None:
         """Answer UNAUTHORIZED; why goes to the (rate-limited) log only, never to the sender."""
