@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -30,7 +31,9 @@ from croupier.core.config import parse_size
 __all__ = ["main", "zmq_floor"]
 
 
-def _echo(conn: Connection) -> None:
+def _serve(conn: Connection, before_answer: Callable[[list[zmq.Frame]], None]) -> None:
+    """A ROUTER on a free port (its URL sent on ``conn``) that answers every request with two
+    bytes, after ``before_answer(frames)``, until a request says ``stop``."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     port = sock.bind_to_random_port("tcp://127.0.0.1")
@@ -40,29 +43,29 @@ def _echo(conn: Connection) -> None:
             frames = sock.recv_multipart(copy=False)
             if frames[-1].bytes == b"stop":
                 return
+            before_answer(frames)
             sock.send_multipart([frames[0], b"ok"])
     finally:
         sock.close(linger=0)
         ctx.term()
 
 
+def _echo(conn: Connection) -> None:
+    _serve(conn, lambda frames: None)
+
+
 def _relay(conn: Connection, target: str) -> None:
     ctx = zmq.Context()
-    front = ctx.socket(zmq.ROUTER)
     back = ctx.socket(zmq.DEALER)
     back.connect(target)
-    port = front.bind_to_random_port("tcp://127.0.0.1")
-    conn.send(f"tcp://127.0.0.1:{port}")
+
+    def forward(frames: list[zmq.Frame]) -> None:
+        back.send(frames[-1], copy=False)
+        back.recv()
+
     try:
-        while True:
-            frames = front.recv_multipart(copy=False)
-            if frames[-1].bytes == b"stop":
-                return
-            back.send(frames[-1], copy=False)
-            back.recv()
-            front.send_multipart([frames[0], b"ok"])
+        _serve(conn, forward)
     finally:
-        front.close(linger=0)
         back.close(linger=0)
         ctx.term()
 

@@ -14,9 +14,7 @@ import pytest
 import zmq
 
 from croupier.actors import master_actor
-from croupier.actors.flusher import FlusherActor
 from croupier.actors.master_front import MasterFront
-from croupier.actors.partition_actor import PartitionActor
 from croupier.core import commands as c
 from croupier.core.commands import encode_command
 from croupier.core.config import MasterConfig
@@ -24,10 +22,8 @@ from croupier.core.errors import InternalError
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.ops.logs import JsonFormatter
-from croupier.storage.store import MemoryPartitionStore
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
-from tests.actors.test_partition_actor import Parts, append, batches, commit
+from tests.actors.test_partition_actor import Parts, append, batches, commit, parts  # noqa: F401 (the fixture)
 from tests.storage.helpers import key
 
 
@@ -100,21 +96,7 @@ def test_a_hostile_body_puts_no_object_and_no_huge_string_on_the_line(client: Rp
         assert line["app_id"] == "y" * 128 + "..." and "shuffle_id" not in line
 
 
-@pytest.fixture
-def parts() -> Iterator[Parts]:
-    store = MemoryPartitionStore()
-    limiter = MemoryLimiter(1 << 30)
-    flusher = FlusherActor.start(0, limiter)
-    actor = PartitionActor.start(store, [flusher], limiter, flush_bytes=300, chunk_size=1000)
-    try:
-        yield actor, store, limiter
-    finally:
-        actor.stop()
-        flusher.stop()
-        store.close()
-
-
-def test_a_late_push_dropped_by_a_partition_actor_carries_its_ids(parts: Parts) -> None:
+def test_a_late_push_dropped_by_a_partition_actor_carries_its_ids(parts: Parts) -> None:  # noqa: F811
     actor, _, limiter = parts
     k = key(app="app-7", shuffle=5, partition=2)
     bs, n, _ = batches(1, [100])
