@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,8 +148,7 @@ def cmd_secret_public(args: argparse.Namespace) -> int:
 
 def cmd_master(args: argparse.Namespace) -> int:
     from croupier.core.config import parse_size
-    from croupier.core.urls import parse_listen
-    from croupier.services.master import MasterService
+    from croupier.ops.logs import held_logs
 
     config = MasterConfig(
         worker_timeout=parse_duration(args.worker_timeout),
@@ -159,6 +158,16 @@ def cmd_master(args: argparse.Namespace) -> int:
         **_quota_settings(args),
         max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
     )
+    # the bound URL is the first line on stdout, so scripts can read it; the start-up's log
+    # lines (stderr) wait for it, so that it is the first line of both captured together too
+    with held_logs() as url_printed:
+        return _serve_master(args, config, url_printed)
+
+
+def _serve_master(args: argparse.Namespace, config: MasterConfig, url_printed: Callable[[], None]) -> int:
+    from croupier.core.urls import parse_listen
+    from croupier.services.master import MasterService
+
     if args.ha:
         from croupier.services.ha_master import HaMasterService
 
@@ -174,6 +183,7 @@ def cmd_master(args: argparse.Namespace) -> int:
             http=_http_listen(args, parse_listen(args.listen).removeprefix("tcp://").rpartition(":")[0]),
         ) as member:
             print(member.url, flush=True)
+            url_printed()
             if member.http is not None:
                 logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", member.http.url)
             _wait_for_signal()
@@ -184,8 +194,8 @@ def cmd_master(args: argparse.Namespace) -> int:
     listen = parse_listen(args.listen)
     http = _http_listen(args, listen.removeprefix("tcp://").rpartition(":")[0])
     with MasterService(listen, data_dir, config=config, curve=curve, secret=secret, http=http) as master:
-        # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
+        url_printed()
         logging.getLogger("croupier").info("data dir %s", data_dir)
         if master.http is not None:
             logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", master.http.url)
@@ -428,6 +438,15 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from croupier.ops.logs import held_logs
+
+    # the worker id is the first line on stdout, so scripts can read it; the start-up's log
+    # lines (stderr) wait for it, so that it is the first line of both captured together too
+    with held_logs() as id_printed:
+        return _serve_worker(args, id_printed)
+
+
+def _serve_worker(args: argparse.Namespace, id_printed: Callable[[], None]) -> int:
     from croupier.services.worker import WorkerService
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
@@ -440,8 +459,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     _log_field("worker_id", service.worker_id)
     with service as worker:
-        # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
+        id_printed()
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
         if worker.http is not None:
             logging.getLogger("croupier").info("worker %s: HTTP on %s", worker.worker_id, worker.http.url)
