@@ -549,7 +549,7 @@ class RpcServer:
                 LOG_FIELDS.reset(token)
 
     def _refuse(self, peer: bytes, msg_type: int, request_id: int, exc: Unauthorized) -> None:
-        """Answer UNAUTHORIZED; why goes to the (rate-limited) log only, never to the sender."""
+        """Answer UNAUTHORIZED with its public reason; the detail goes to the (rate-limited) log only."""
         self.stats.unauthorized += 1
         self._warn_bad(
             "%s: UNAUTHORIZED %s from peer %s: %s",
@@ -558,7 +558,10 @@ class RpcServer:
             _peer_name(peer),
             exc.message,
         )
-        _, data = encode_error_body(Unauthorized(f"{type_name(msg_type)} refused: not authorized"))
+        # Only the coarse public reason (PROTOCOL §2.1) goes back; the log has the detail.
+        reason = exc.details.get("reason", "not authorized")
+        refusal = Unauthorized(f"{type_name(msg_type)} refused: {reason}", {"reason": reason})
+        _, data = encode_error_body(refusal)
         self._send(peer, reply_frames(msg_type, request_id, exc.status, data), exc)
 
     def _send(self, peer: bytes, frames: Frames, error: CroupierError | None) -> None:
