@@ -145,3 +145,25 @@ def test_metrics_named_in_the_guides_exist(tmp_path: Path) -> None:
 def test_the_readme_is_short() -> None:
     size = len((ROOT / "README.md").read_bytes())
     assert size <= README_LIMIT, f"README.md is {size} bytes: move sections to docs/guides/"
+
+
+def test_the_docs_pages_the_code_points_to_exist() -> None:
+    """Docstrings and help texts cite guides by path (``docs/guides/security.md``)."""
+    cited: set[str] = set()
+    for top in (
+        "core",
+        "sdk",
+        "actors",
+        "ha",
+        "transports",
+        "storage",
+        "services",
+        "dataplane",
+        "ops",
+        "tools",
+    ):
+        for path in (ROOT / top).rglob("*.py"):
+            cited |= set(re.findall(r"\bdocs/[\w/.-]+\.(?:md|png)\b", path.read_text()))
+    assert cited, "no docstring points to docs/ any more: drop this test"
+    missing = sorted(c for c in cited if not (ROOT / c).is_file())
+    assert not missing, f"the code points to docs pages that do not exist: {missing}"

@@ -16,7 +16,7 @@ croupier secret-public FILE
 
 Every member command (master, worker, admin) and every command that starts a cluster
 (local, demo, bench, verify) takes ``--secret-file FILE`` (or ``$CROUPIER_SECRET_FILE``):
-the cluster secret that signs and checks requests (PROTOCOL §2.1, README "Security"), and
+the cluster secret that signs and checks requests (PROTOCOL §2.1, docs/guides/security.md), and
 ``--curve`` (ZeroMQ CURVE on every socket, its keys derived from that secret).
 
 One module per command group in this package (``master``, ``worker``, ``admin``, ``local``,

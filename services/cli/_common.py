@@ -109,7 +109,7 @@ def _add_curve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--curve",
         action="store_true",
-        help="ZeroMQ CURVE on every socket, keys derived from the secret file (README Security)",
+        help="ZeroMQ CURVE on every socket, keys derived from the secret file (docs/guides/security.md)",
     )
 
 

@@ -1,4 +1,4 @@
-"""``croupier secret`` and how member commands find the cluster secret (README "Security")."""
+"""``croupier secret`` and how member commands find the cluster secret (docs/guides/security.md)."""
 
 from __future__ import annotations
 

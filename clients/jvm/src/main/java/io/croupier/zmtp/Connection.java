@@ -9,6 +9,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Timer;
 import java.util.TimerTask;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One TCP connection that finished the ZMTP 3.0 NULL handshake as a DEALER: the greetings, our
@@ -23,7 +25,7 @@ final class Connection implements AutoCloseable {
   private final SocketChannel ch;
   private final FrameReader reader;
   private final FrameWriter writer;
-  private final Object writeLock = new Object();
+  private final LinkedBlockingQueue<List<ByteBuffer>> outbox = new LinkedBlockingQueue<>();
 
   private Connection(SocketChannel ch) {
     this.ch = ch;
@@ -96,10 +98,23 @@ final class Connection implements AutoCloseable {
     }
   }
 
-  /** Sends one multipart message (thread-safe: messages are never interleaved). */
-  void send(List<ByteBuffer> frames) throws IOException {
-    synchronized (writeLock) {
-      writer.writeMessage(frames);
+  /** Queues one multipart message for the writer thread ({@link #writeQueued}). */
+  void enqueue(List<ByteBuffer> frames) {
+    outbox.add(frames);
+  }
+
+  /** The writer thread's loop: writes queued messages in order until the connection closes. */
+  void writeQueued() throws IOException {
+    while (ch.isOpen()) {
+      List<ByteBuffer> frames;
+      try {
+        frames = outbox.poll(1, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        throw new IOException("writer interrupted", e);
+      }
+      if (frames != null) {
+        writer.writeMessage(frames);
+      }
     }
   }
 
