@@ -22,7 +22,9 @@ import java.util.List;
  *
  * <pre>
  * ping URL                                    connect (PING); prints "ok"
- * write URL HANDLE MAP ATTEMPT RECORDS        records "j-MAP-I" to partition I % P; prints "won=BOOL"
+ * write URL HANDLE MAP ATTEMPT RECORDS [P...]  records "j-MAP-I" to partition I % P (or round robin
+ *                                             over the partitions listed); prints "won=BOOL"
+ * rerun URL HANDLE                            GET_LOST_MAPS, then RERUN_MAPS of them; prints "rerun M..."
  * read URL HANDLE SM EM SP EP                 prints "record PARTITION MAP BASE64" per record
  * e2e URL                                     register, write 3 maps, read all and a map range, unregister
  * </pre>
@@ -42,6 +44,7 @@ public final class JvmCli {
         case "write" -> write(c.openShuffle(args[2]), args);
         case "read" -> read(c.openShuffle(args[2]), args);
         case "e2e" -> e2e(c);
+        case "rerun" -> rerun(c.openShuffle(args[2]));
         default -> throw new IllegalArgumentException("unknown command " + args[0]);
       }
     } catch (DataLostException e) {
@@ -62,9 +65,11 @@ public final class JvmCli {
     int map = Integer.parseInt(a[3]);
     int attempt = Integer.parseInt(a[4]);
     int n = Integer.parseInt(a[5]);
+    int[] parts = a.length > 6 ? Arrays.stream(a, 6, a.length).mapToInt(Integer::parseInt).toArray()
+        : java.util.stream.IntStream.range(0, sh.numPartitions()).toArray();
     try (MapWriter w = sh.writer(map, attempt)) {
       for (int i = 0; i < n; i++) {
-        w.write(i % sh.numPartitions(), ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
+        w.write(parts[i % parts.length], ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
       }
       System.out.println("won=" + w.commit());
     }
@@ -80,6 +85,16 @@ public final class JvmCli {
         }
       }
     }
+  }
+
+  private static void rerun(Shuffle sh) {
+    int[] lost = sh.lostMaps().mapIds();
+    boolean started = sh.rerunMaps(lost);
+    StringBuilder out = new StringBuilder("rerun");
+    for (int m : lost) {
+      out.append(' ').append(m);
+    }
+    System.out.println(out + (started ? "" : " (repeat)"));
   }
 
   private static void e2e(CroupierClient c) {
