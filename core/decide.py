@@ -349,7 +349,11 @@ def _register_app(
         existing = state.apps.get(cmd.app_id)
         if existing is not None:
             if existing.name != cmd.name:
-                raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
+                # not a retry of that registration: an app id names one app (PROTOCOL §4)
+                raise Conflict(
+                    f"app {cmd.app_id} is registered with name {existing.name!r}, not {cmd.name!r}",
+                    {"app_id": cmd.app_id, "name": existing.name},
+                )
             if existing.tenant != tenant:
                 raise Unauthorized(f"app {cmd.app_id} belongs to another tenant")
             return RegisterAppReply(cmd.app_id, cmd.name), []
