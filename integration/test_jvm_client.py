@@ -155,3 +155,7 @@ def test_a_curve_cluster_refuses_the_java_client_at_start_up(java_cp: str, tmp_p
         out = java(java_cp, "ping", cluster.master_url, check=False)
         assert len(out) == 1 and out[0].startswith("error UNAVAILABLE"), out
         assert "--curve" in out[0] and "CURVE" in out[0]
+
+
+def test_java_heartbeats_and_attach_with_the_apps_handle(java_cp: str, cluster: LocalCluster) -> None:
+    assert java(java_cp, "beats", cluster.master_url) == ["ok beats"]
