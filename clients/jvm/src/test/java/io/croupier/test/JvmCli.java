@@ -26,6 +26,7 @@ import java.util.List;
  *                                             over the partitions listed); prints "won=BOOL"
  * rerun URL HANDLE                            GET_LOST_MAPS, then RERUN_MAPS of them; prints "rerun M..."
  * read URL HANDLE SM EM SP EP                 prints "record PARTITION MAP BASE64" per record
+ * pause URL HANDLE MAP RECORDS                as write, but prints "half" halfway and waits for a line on stdin
  * beats URL                                   an app heartbeating every 100 ms, attached from a handle
  * e2e URL                                     register, write 3 maps, read all and a map range, unregister
  * </pre>
@@ -44,6 +45,7 @@ public final class JvmCli {
       switch (args[0]) {
         case "ping" -> System.out.println("ok");
         case "write" -> write(c.openShuffle(args[2]), args);
+        case "pause" -> pause(c.openShuffle(args[2]), args);
         case "read" -> read(c.openShuffle(args[2]), args);
         case "e2e" -> e2e(c);
         case "rerun" -> rerun(c.openShuffle(args[2]));
@@ -75,6 +77,22 @@ public final class JvmCli {
         w.write(parts[i % parts.length], ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
       }
       System.out.println("won=" + w.commit());
+    }
+  }
+
+  private static void pause(Shuffle sh, String[] a) throws java.io.IOException {
+    int map = Integer.parseInt(a[3]);
+    int n = Integer.parseInt(a[4]);
+    try (MapWriter w = sh.writer(map, 0)) {
+      for (int i = 0; i < n; i++) {
+        if (i == n / 2) {
+          System.out.println("half");
+          System.out.flush();
+          new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        }
+        w.write(i % sh.numPartitions(), ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
+      }
+      System.out.println("won=" + w.commit() + " messages=" + w.messages());
     }
   }
 
