@@ -21,8 +21,8 @@ from typing import Any
 import pykka
 
 from croupier.core.errors import CroupierError, Unavailable
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, PartitionFile
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.log_context import key_fields
 
 __all__ = ["FlushBatch", "FlushDone", "FlushGate", "FlushJob", "FlushStats", "FlusherActor"]
