@@ -188,7 +188,7 @@ class HaMasterService(Service):
 
     def _metrics_state(self) -> dict[str, Any]:
         """STATUS while leading; a follower's role and term only."""
-        status: dict[str, Any] | None = self._front.ask("status")
+        status = self._front.status()
         return status or {"master": {"role": str(self.role)}, "term": self.term}
 
     def _ensemble(self) -> dict[str, Any]:

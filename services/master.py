@@ -74,7 +74,7 @@ class MasterService(Service):
             listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve, secret=secret
         )
         self._front.watch = self.metrics.watch
-        self.metrics.collect(lambda: self._front.ask("status"))
+        self.metrics.collect(self._front.status)
 
     @property
     def url(self) -> str:
