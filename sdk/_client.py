@@ -78,7 +78,6 @@ from croupier.core.replies import (
     RegisterAppReply,
     RerunReply,
     ShuffleSummary,
-    decode_reply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
@@ -227,8 +226,7 @@ class Client:
             QuotaExceeded: too many apps on the master.
             CroupierError: the master refused or could not be reached.
         """
-        body = self._register(name, app_id)
-        reply = decode_reply(RegisterAppReply, body, "RegisterApp")
+        reply = self._register(name, app_id)
         app = App(self, reply.app_id, reply.name, _app_key(reply.app_key), master=self._master)
         with self._lock:
             if self._closed:
@@ -239,7 +237,7 @@ class Client:
         app._start_heartbeats()
         return app
 
-    def _register(self, name: str, app_id: str | None) -> dict[str, Any]:
+    def _register(self, name: str, app_id: str | None) -> RegisterAppReply:
         """The master's REGISTER_APP reply, for ``app_id`` or an id chosen here.
 
         A chosen id refused as ``UNAUTHORIZED`` was registered by this very call, whose
@@ -249,7 +247,8 @@ class Client:
         for last in (False, True):
             chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
             try:
-                return self._master.call(RegisterApp(name, chosen, tenant_token=self._tenant_token))
+                command = RegisterApp(name, chosen, tenant_token=self._tenant_token)
+                return self._master.request(command, RegisterAppReply)
             except Unauthorized as exc:
                 # only the refused repeat names the app: a tenant token refusal is raised as is
                 if app_id is not None or last or exc.details.get("app_id") != chosen:
