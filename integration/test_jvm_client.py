@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 import croupier
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
+from integration.procs import admin
 from tests.jvm.harness import build_test_classpath, run_java, spark_jars_or_skip
 
 pytestmark = pytest.mark.integration
@@ -162,8 +164,12 @@ def test_java_heartbeats_and_attach_with_the_apps_handle(java_cp: str, cluster: 
     assert java(java_cp, "beats", cluster.master_url) == ["ok beats"]
 
 
-def test_a_java_writer_outlives_a_worker_killed_mid_write(java_cp: str, cluster: LocalCluster) -> None:
-    """Revives (same batch ids) after a primary dies halfway: every record read exactly once."""
+@pytest.mark.parametrize("fault", ["kill", "decommission"])
+def test_a_java_writer_outlives_a_worker_killed_or_decommissioned_mid_write(
+    java_cp: str, cluster: LocalCluster, fault: str
+) -> None:
+    """Revives (same batch ids) after a primary dies halfway (UNAVAILABLE, timeouts), or turns
+    decommissioning (HARD_SPLIT): every record read exactly once."""
     with croupier.connect(cluster.master_url, config=FAST) as client:
         app = client.register_app("jvm-revive")
         sh = app.register_shuffle(num_mappers=1, num_partitions=6)
@@ -189,7 +195,11 @@ def test_a_java_writer_outlives_a_worker_killed_mid_write(java_cp: str, cluster:
         try:
             assert writer.stdout is not None and writer.stdin is not None
             assert writer.stdout.readline().strip() == "half"
-            cluster.kill_worker(cluster.worker_ids().index(victim))
+            if fault == "kill":
+                cluster.kill_worker(cluster.worker_ids().index(victim))
+            else:
+                admin(cluster.master_url, "decommission", victim, secret_file=cluster.secret_file)
+                time.sleep(2.0)  # the worker learns it at its next heartbeat (every 0.5 s)
             out, _ = writer.communicate("go\n", timeout=150)
         finally:
             if writer.poll() is None:
