@@ -1,0 +1,134 @@
+"""Spark on Croupier, end to end: every query's result equals the same query's under Spark's own
+``sort`` shuffle, on ``local-cluster[2,1,1024]`` (two executor JVMs) and a Croupier cluster of
+processes (a master and 3 workers); then the faults a remote shuffle service is for.
+
+One SparkContext per shuffle manager serves the whole module (``conftest.Driver``): a Spark
+start costs ~15 s here. The faults come last, in order, since they change the clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from croupier.services.local import LocalCluster
+from integration.procs import wait_until
+from integration.spark.conftest import Driver
+
+QUERIES = [
+    "rdd_reduce_by_key",
+    "rdd_group_by_key",
+    "rdd_sort_by_key",
+    "rdd_join",
+    "df_group_by",
+    "df_sort_merge_join",
+    "df_order_by",
+    "df_repartition",
+    "df_empty_side",
+    "df_2001_partitions",
+    "rdd_big_records",
+]
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_query_equals_sort_shuffle(name: str, croupier_driver: Driver, sort_driver: Driver) -> None:
+    ours = croupier_driver.run(name)
+    theirs = sort_driver.run(name)
+    assert ours == theirs
+    assert _count(ours) > 0 or name == "df_empty_side"
+
+
+def _count(result: Any) -> int:
+    return int(result.get("count", 0)) if isinstance(result, dict) else 0
+
+
+def test_skewed_join_is_split_and_equal(croupier_driver: Driver, sort_driver: Driver) -> None:
+    ours = croupier_driver.run("df_skew_join")
+    theirs = sort_driver.run("df_skew_join")
+    assert ours["skew_split"], "AQE did not split the skewed partition: the map-range reads went untested"
+    assert theirs["skew_split"]
+    assert (ours["count"], ours["xxhash_sum"]) == (theirs["count"], theirs["xxhash_sum"])
+
+
+def test_croupier_shuffles_are_committed(croupier_cluster: LocalCluster, croupier_driver: Driver) -> None:
+    """The queries above really went through Croupier: its master has this app's shuffles."""
+    status = croupier_cluster.status()
+    app = _app(croupier_cluster, croupier_driver)
+    ours = [s for s in status["shuffles"] if s["app_id"] == app]
+    assert sum(1 for s in ours if s["committed"]) >= len(QUERIES)
+
+
+# -- faults ----------------------------------------------------------------------------------------
+
+
+def _map_stages(stages: list[dict[str, Any]], before: set[tuple[int, int]]) -> list[dict[str, Any]]:
+    return [s for s in stages if (s["stageId"], s["attemptId"]) not in before]
+
+
+def _kill_executors(driver: Driver) -> list[int]:
+    pids = driver.executor_pids()
+    assert len(pids) == 2, pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not set(pids) & set(driver.executor_pids()), timeout=30)
+    # the local-cluster's workers start replacements; wait until both registered
+    wait_until(lambda: driver.run("executors") == 3, timeout=90, interval=0.5)
+    return pids
+
+
+def test_executors_lost_after_the_map_stage(croupier_driver: Driver, sort_driver: Driver) -> None:
+    """kill -9 both executor JVMs after the map stage: under Croupier the next action reads the
+    shuffle without running a single map task; under ``sort`` (the control) the maps rerun."""
+    runs: dict[str, dict[str, Any]] = {}
+    for label, driver in (("croupier", croupier_driver), ("sort", sort_driver)):
+        driver.run("keep_partitioned", name="lost-executors")
+        before = {(s["stageId"], s["attemptId"]) for s in driver.run("stages")}
+        expected = driver.run("read_kept", name="lost-executors")
+        mid = {(s["stageId"], s["attemptId"]) for s in driver.run("stages")}
+        _kill_executors(driver)
+        again = driver.run("read_kept", name="lost-executors")
+        assert again == expected
+        new = _map_stages(driver.run("stages"), mid)
+        runs[label] = {"before": before, "new": new}
+    ran = lambda new: sum(s["numCompleteTasks"] for s in new if s["status"] == "COMPLETE")  # noqa: E731
+    croupier_new = runs["croupier"]["new"]
+    sort_new = runs["sort"]["new"]
+    # Croupier: one result stage of 8 tasks, the map stage skipped
+    assert ran(croupier_new) == 8, croupier_new
+    assert any(s["status"] == "SKIPPED" for s in croupier_new), croupier_new
+    # sort: the lost executors' map outputs are recomputed (8 maps) before the 8 reads
+    assert ran(sort_new) > 8, sort_new
+
+
+def test_worker_killed_mid_map_stage(croupier_cluster: LocalCluster, croupier_driver: Driver, sort_driver: Driver) -> None:
+    """A Croupier worker dies while maps push: replication and revives absorb it; no stage fails."""
+    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
+    croupier_driver.run("slow_job", name="worker-kill")
+    app = _app(croupier_cluster, croupier_driver)
+
+    def maps_ended() -> int:
+        rows = [s for s in croupier_cluster.status()["shuffles"] if s["app_id"] == app and not s["committed"]]
+        return max((s["mappers_ended"] for s in rows), default=0)
+
+    wait_until(lambda: maps_ended() >= 2, timeout=120, interval=0.2)
+    croupier_cluster.kill_worker(0)
+    try:
+        ours = croupier_driver.run("wait", name="worker-kill")
+    finally:
+        croupier_cluster.restart_worker(0)
+    sort_driver.run("slow_job", name="worker-kill", sleep_s=0.0)
+    assert ours == sort_driver.run("wait", name="worker-kill")
+    new = _map_stages(croupier_driver.run("stages"), before)
+    assert new and all(s["status"] == "COMPLETE" and s["attemptId"] == 0 for s in new), new
+    assert sum(s["numFailedTasks"] for s in new) == 0, new
+    croupier_cluster.wait_for_workers(3)
+
+
+def _app(cluster: LocalCluster, driver: Driver) -> str:
+    apps = [a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")]
+    assert len(apps) == 1, cluster.status()["apps"]
+    return apps[0]
