@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from croupier.core.errors import BadRequest, CroupierError, InternalError
-from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, decode_body, encode_body
+from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType, decode_body, encode_body
 
 __all__ = [
     "COPY_THRESHOLD",
@@ -23,6 +23,7 @@ __all__ = [
     "parse_message",
     "peek_ids",
     "reply_frames",
+    "type_name",
 ]
 
 # pyzmq copies frames under 64 KiB even with copy=False; above it, zero-copy
@@ -110,3 +111,11 @@ def reply_frames(
     """Frames of a reply: ``[header, body, *payloads]``."""
     header = Header(Kind.REPLY, msg_type, request_id, status).encode()
     return [header, body, *payloads]
+
+
+def type_name(msg_type: int) -> str:
+    """``PUSH(3)`` for a known message type, the bare number for another (for logs and errors)."""
+    try:
+        return f"{MsgType(msg_type).name}({msg_type})"
+    except ValueError:
+        return str(msg_type)

@@ -13,10 +13,15 @@ public final class ClientOptions {
   private Duration connectTimeout = Duration.ofSeconds(10);
   private int pushBufferSize = 64 * 1024;
   private int pushMergeSize = 1024 * 1024;
-  private int maxInFlightPerWorker = 4;
+  private int maxInFlightPerWorker = 8;
   private int maxRevivesPerPartition = 5;
   private Duration heartbeatInterval;
   private int smallFetchBatch = 128;
+  private Duration fetchTimeout = Duration.ofSeconds(10);
+  private Duration commitWaitTimeout = Duration.ofSeconds(300);
+  private Duration failoverDeadline = Duration.ofSeconds(60);
+  private int fetchChunksInFlight = 3;
+  private long writerMemoryLimit = 16L * 1024 * 1024;
 
   /** The tenant's token sent with {@code REGISTER_APP} (default: $CROUPIER_TENANT_TOKEN). */
   public ClientOptions tenantToken(String token) {
@@ -54,7 +59,7 @@ public final class ClientOptions {
     return this;
   }
 
-  /** PUSH requests in flight per worker before a writer blocks (4). */
+  /** PUSH requests in flight per worker before a writer blocks (8). */
   public ClientOptions maxInFlightPerWorker(int n) {
     this.maxInFlightPerWorker = n;
     return this;
@@ -76,6 +81,61 @@ public final class ClientOptions {
   public ClientOptions smallFetchBatch(int n) {
     this.smallFetchBatch = n;
     return this;
+  }
+
+  /** How long a fetch request waits for its reply (10 s); a copy that times out is read last. */
+  public ClientOptions fetchTimeout(Duration d) {
+    this.fetchTimeout = d;
+    return this;
+  }
+
+  /** How long a reader waits for the shuffle's commit (300 s). */
+  public ClientOptions commitWaitTimeout(Duration d) {
+    this.commitWaitTimeout = d;
+    return this;
+  }
+
+  /** How long master calls keep retrying timeouts, UNAVAILABLE and NOT_LEADER (60 s). */
+  public ClientOptions failoverDeadline(Duration d) {
+    this.failoverDeadline = d;
+    return this;
+  }
+
+  /** FETCH_CHUNK requests a reader keeps in flight per copy (3). */
+  public ClientOptions fetchChunksInFlight(int n) {
+    this.fetchChunksInFlight = n;
+    return this;
+  }
+
+  /** Bytes {@link MapWriter#write} may buffer before it pushes its largest buffer (16 MiB). */
+  public ClientOptions writerMemoryLimit(long bytes) {
+    this.writerMemoryLimit = bytes;
+    return this;
+  }
+
+  /** See {@link #fetchTimeout(Duration)}. */
+  public Duration fetchTimeout() {
+    return fetchTimeout;
+  }
+
+  /** See {@link #commitWaitTimeout(Duration)}. */
+  public Duration commitWaitTimeout() {
+    return commitWaitTimeout;
+  }
+
+  /** See {@link #failoverDeadline(Duration)}. */
+  public Duration failoverDeadline() {
+    return failoverDeadline;
+  }
+
+  /** See {@link #fetchChunksInFlight(int)}. */
+  public int fetchChunksInFlight() {
+    return fetchChunksInFlight;
+  }
+
+  /** See {@link #writerMemoryLimit(long)}. */
+  public long writerMemoryLimit() {
+    return writerMemoryLimit;
   }
 
   /** See {@link #tenantToken(String)}. */

@@ -9,6 +9,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Timer;
 import java.util.TimerTask;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One TCP connection that finished the ZMTP 3.0 NULL handshake as a DEALER: the greetings, our
@@ -23,7 +25,7 @@ final class Connection implements AutoCloseable {
   private final SocketChannel ch;
   private final FrameReader reader;
   private final FrameWriter writer;
-  private final Object writeLock = new Object();
+  private final LinkedBlockingQueue<List<ByteBuffer>> outbox = new LinkedBlockingQueue<>();
 
   private Connection(SocketChannel ch) {
     this.ch = ch;
@@ -69,15 +71,18 @@ final class Connection implements AutoCloseable {
   }
 
   private void handshake(String peer) throws IOException {
-    writer.writeRaw(Greeting.client());
+    // RFC 23: the signature and major version first; libzmq then sends its whole greeting, so
+    // its mechanism is checked before ours goes out (a CURVE server closes a NULL peer at once)
+    byte[] ours = Greeting.client();
+    writer.writeRaw(java.util.Arrays.copyOf(ours, 11));
     byte[] greeting;
     try {
       greeting = reader.readExactly(Greeting.SIZE);
     } catch (java.io.EOFException e) {
-      throw new ZmtpException(peer + " closed the connection during the ZMTP greeting"
-          + " (a ZMTP 3 server of another mechanism, e.g. --curve, or not a ZeroMQ server)", false);
+      throw new ZmtpException(peer + " closed the connection during the ZMTP greeting", false);
     }
     Greeting.check(greeting, peer);
+    writer.writeRaw(java.util.Arrays.copyOfRange(ours, 11, Greeting.SIZE));
     writer.writeCommand(Command.ready("DEALER"));
     FrameReader.Frame f = reader.readFrame();
     if (!f.command()) {
@@ -96,10 +101,23 @@ final class Connection implements AutoCloseable {
     }
   }
 
-  /** Sends one multipart message (thread-safe: messages are never interleaved). */
-  void send(List<ByteBuffer> frames) throws IOException {
-    synchronized (writeLock) {
-      writer.writeMessage(frames);
+  /** Queues one multipart message for the writer thread ({@link #writeQueued}). */
+  void enqueue(List<ByteBuffer> frames) {
+    outbox.add(frames);
+  }
+
+  /** The writer thread's loop: writes queued messages in order until the connection closes. */
+  void writeQueued() throws IOException {
+    while (ch.isOpen()) {
+      List<ByteBuffer> frames;
+      try {
+        frames = outbox.poll(1, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        throw new IOException("writer interrupted", e);
+      }
+      if (frames != null) {
+        writer.writeMessage(frames);
+      }
     }
   }
 

@@ -12,7 +12,9 @@ import java.util.logging.Logger;
  * mechanism. It connects on first use and again after the connection breaks or is refused
  * (backing off from 100 ms to 5 s between failed tries), checks the port's frame limit before
  * sending (a larger frame makes a Croupier server drop the connection), and hands every message
- * received to its {@link Listener} on a daemon reader thread. Thread-safe.
+ * received to its {@link Listener} on a daemon reader thread. Messages are written by a daemon
+ * writer thread per connection, so an interrupted caller (a killed Spark task) never closes the
+ * channel that other threads share. Thread-safe.
  */
 public final class DealerSocket implements AutoCloseable {
   private static final Logger LOG = Logger.getLogger(DealerSocket.class.getName());
@@ -75,13 +77,8 @@ public final class DealerSocket implements AutoCloseable {
       c = connected();
       gen = generation;
     }
-    try {
-      c.send(frames);
-      return gen;
-    } catch (IOException e) {
-      drop(c, gen, e);
-      throw new ZmtpException("send to " + url() + " failed: " + e, e);
-    }
+    c.enqueue(frames);
+    return gen;
   }
 
   private Connection connected() throws ZmtpException {
@@ -115,9 +112,20 @@ public final class DealerSocket implements AutoCloseable {
   }
 
   private void startReader(Connection c, long gen) {
-    Thread t = new Thread(() -> readLoop(c, gen), "croupier-zmtp-" + url());
+    Thread t = new Thread(() -> readLoop(c, gen), "croupier-zmtp-in-" + url());
     t.setDaemon(true);
     t.start();
+    Thread w = new Thread(() -> writeLoop(c, gen), "croupier-zmtp-out-" + url());
+    w.setDaemon(true);
+    w.start();
+  }
+
+  private void writeLoop(Connection c, long gen) {
+    try {
+      c.writeQueued();
+    } catch (IOException e) {
+      drop(c, gen, e);
+    }
   }
 
   private void readLoop(Connection c, long gen) {
