@@ -4,31 +4,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def missing() -> str | None:
-    for tool in ("java", "javac", "jar"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` is not on PATH (a JDK 17 is needed)"
-    if importlib.util.find_spec("pyspark") is None:
-        return "pyspark is not installed (pip install -e '.[test]')"
-    return None
+from integration.spark.harness import Driver, missing, spark_conf
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,102 +22,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
-
-
-class Driver:
-    """A ``driver.py`` child process: one SparkSession, queries on request."""
-
-    def __init__(self, conf: dict[str, str], log: Path) -> None:
-        self.log_path = log
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "integration.spark.driver", json.dumps(conf)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            cwd=ROOT,
-            env=env,
-            text=True,
-        )
-        ready = self._read()
-        if not ready.get("ready"):
-            self.stop()
-            raise RuntimeError(f"the Spark driver did not start: {ready}\n{self.log_tail()}")
-        self.app_id: str = ready["app_id"]
-
-    def _read(self) -> dict[str, Any]:
-        assert self.popen.stdout is not None
-        line = self.popen.stdout.readline()
-        if not line:
-            return {"ok": False, "error": f"the driver exited ({self.popen.poll()})"}
-        return dict(json.loads(line))
-
-    def log_tail(self, n: int = 60) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-
-    def run(self, op: str, **args: Any) -> Any:
-        assert self.popen.stdin is not None
-        self.popen.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
-        self.popen.stdin.flush()
-        reply = self._read()
-        if not reply.get("ok"):
-            raise AssertionError(f"{op} failed: {reply.get('error')}\n--- driver log ---\n{self.log_tail()}")
-        return reply["result"]
-
-    def executor_pids(self) -> list[int]:
-        """The executor JVMs of this app (children of the local-cluster's workers)."""
-        pids = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            text = [c.decode(errors="replace") for c in cmd]
-            if any("CoarseGrainedExecutorBackend" in c for c in text) and self.app_id in text:
-                pids.append(int(entry))
-        return sorted(pids)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            assert self.popen.stdin is not None
-            try:
-                self.popen.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.popen.stdin.close()
-                self.popen.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                self.popen.kill()
-                self.popen.wait(timeout=30)
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-        self._log.close()
-
-
-def spark_conf(**extra: str) -> dict[str, str]:
-    return {
-        "spark.master": "local-cluster[2,1,1024]",
-        "spark.app.name": "croupier-spark-suite",
-        "spark.executor.memory": "900m",
-        "spark.driver.memory": "1g",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.shuffle.partitions": "8",
-        "spark.sql.adaptive.enabled": "true",
-        "spark.sql.autoBroadcastJoinThreshold": "-1",
-        "spark.sql.adaptive.skewJoin.enabled": "true",
-        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "64k",
-        "spark.sql.adaptive.skewJoin.skewedPartitionFactor": "2",
-        "spark.sql.adaptive.advisoryPartitionSizeInBytes": "64k",
-        "spark.sql.adaptive.coalescePartitions.minPartitionSize": "1k",
-        "spark.default.parallelism": "8",
-        "spark.python.worker.reuse": "true",
-        "spark.speculation": "true",
-        "spark.speculation.minTaskRuntime": "4s",
-        "spark.speculation.multiplier": "3",
-        "spark.speculation.quantile": "0.5",
-        **extra,
-    }
 
 
 @pytest.fixture(scope="module")
@@ -151,21 +38,31 @@ def croupier_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
 
 
 @pytest.fixture(scope="module")
-def croupier_driver(croupier_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
+def drivers(
+    croupier_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Driver]]:
+    """A driver under Croupier and one under ``sort``, started side by side."""
     from croupier.spark import settings
 
-    conf = spark_conf(**settings(croupier_cluster.master_url))
-    driver = Driver(conf, tmp_path_factory.mktemp("spark-croupier") / "driver.log")
+    started: dict[str, Driver] = {}
     try:
-        yield driver
+        conf = spark_conf(**settings(croupier_cluster.master_url))
+        started["croupier"] = Driver(conf, tmp_path_factory.mktemp("spark-croupier") / "driver.log")
+        conf = spark_conf(**{"spark.shuffle.manager": "sort"})
+        started["sort"] = Driver(conf, tmp_path_factory.mktemp("spark-sort") / "driver.log")
+        for driver in started.values():
+            driver.wait_ready()
+        yield started
     finally:
-        driver.stop()
+        for driver in started.values():
+            driver.stop()
 
 
-@pytest.fixture(scope="module")
-def sort_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
-    driver = Driver(spark_conf(**{"spark.shuffle.manager": "sort"}), tmp_path_factory.mktemp("spark-sort") / "d.log")
-    try:
-        yield driver
-    finally:
-        driver.stop()
+@pytest.fixture
+def croupier_driver(drivers: dict[str, Driver]) -> Driver:
+    return drivers["croupier"]
+
+
+@pytest.fixture
+def sort_driver(drivers: dict[str, Driver]) -> Driver:
+    return drivers["sort"]

@@ -29,7 +29,7 @@ from typing import Any
 
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as sf
 
 QUERIES: dict[str, Callable[..., Any]] = {}
 KEPT: dict[str, Any] = {}  # RDDs kept between requests (the fault tests read them again)
@@ -101,7 +101,7 @@ def rdd_big_records(spark: SparkSession, mib: int = 2) -> Any:
 def df_2001_partitions(spark: SparkSession, n: int = 20_000) -> Any:
     """More than 2,000 partitions: Spark sends a HighlyCompressedMapStatus, and AQE coalesces
     the small partitions into a few reads of partition ranges."""
-    return df_digest(spark.range(n).withColumn("x", F.col("id") * 5).repartition(2001, "id"))
+    return df_digest(spark.range(n).withColumn("x", sf.col("id") * 5).repartition(2001, "id"))
 
 
 # -- DataFrame queries ---------------------------------------------------------------------------
@@ -109,14 +109,14 @@ def df_2001_partitions(spark: SparkSession, n: int = 20_000) -> Any:
 
 @query
 def df_group_by(spark: SparkSession, n: int = 100_000) -> Any:
-    df = spark.range(n).withColumn("k", F.col("id") % 1009)
-    return df_digest(df.groupBy("k").agg(F.count("*").alias("c"), F.sum("id").alias("s")))
+    df = spark.range(n).withColumn("k", sf.col("id") % 1009)
+    return df_digest(df.groupBy("k").agg(sf.count("*").alias("c"), sf.sum("id").alias("s")))
 
 
 @query
 def df_sort_merge_join(spark: SparkSession, n: int = 100_000) -> Any:
-    a = spark.range(n).select((F.col("id") % 50_000).alias("k"), F.col("id").alias("a"))
-    b = spark.range(n // 2).select((F.col("id") * 3 % 50_000).alias("k"), F.col("id").alias("b"))
+    a = spark.range(n).select((sf.col("id") % 50_000).alias("k"), sf.col("id").alias("a"))
+    b = spark.range(n // 2).select((sf.col("id") * 3 % 50_000).alias("k"), sf.col("id").alias("b"))
     joined = a.join(b, "k")
     plan = joined._jdf.queryExecution().executedPlan().toString()
     out = df_digest(joined)
@@ -126,15 +126,15 @@ def df_sort_merge_join(spark: SparkSession, n: int = 100_000) -> Any:
 
 @query
 def df_order_by(spark: SparkSession, n: int = 30_000) -> Any:
-    df = spark.range(n).select(((F.col("id") * 7919) % 100_003).alias("v"), F.col("id"))
-    rows = [(r["v"], r["id"]) for r in df.orderBy(F.col("v").desc(), "id").collect()]
+    df = spark.range(n).select(((sf.col("id") * 7919) % 100_003).alias("v"), sf.col("id"))
+    rows = [(r["v"], r["id"]) for r in df.orderBy(sf.col("v").desc(), "id").collect()]
     assert rows == sorted(rows, key=lambda r: (-r[0], r[1])), "not sorted"
     return digest(rows, ordered=True)
 
 
 @query
 def df_repartition(spark: SparkSession, n: int = 100_000) -> Any:
-    df = spark.range(n).withColumn("x", F.col("id") * 3)
+    df = spark.range(n).withColumn("x", sf.col("id") * 3)
     out = df_digest(df.repartition(7))
     out["by_col"] = df_digest(df.repartition(5, "x"))
     return out
@@ -143,9 +143,10 @@ def df_repartition(spark: SparkSession, n: int = 100_000) -> Any:
 @query
 def df_skew_join(spark: SparkSession, n: int = 100_000) -> Any:
     """Half the rows share one key; AQE must split that partition (maps ranges of it)."""
-    big = spark.range(n).select(F.when(F.col("id") % 2 == 0, F.lit(0)).otherwise(F.col("id")).alias("k"),
-                                F.col("id").alias("v"))
-    small = spark.range(n // 4).select(F.col("id").alias("k"), (F.col("id") * 2).alias("w"))
+    big = spark.range(n).select(
+        sf.when(sf.col("id") % 2 == 0, sf.lit(0)).otherwise(sf.col("id")).alias("k"), sf.col("id").alias("v")
+    )
+    small = spark.range(n // 4).select(sf.col("id").alias("k"), (sf.col("id") * 2).alias("w"))
     joined = big.join(small, "k")
     out = df_digest(joined)
     plan = joined._jdf.queryExecution().executedPlan().toString()
@@ -157,8 +158,8 @@ def df_skew_join(spark: SparkSession, n: int = 100_000) -> Any:
 def df_empty_side(spark: SparkSession, n: int = 20_000) -> Any:
     """One join side is empty at run time (not provably at plan time): its row count must be 0
     and the other side's must not be, or AQE drops the wrong side."""
-    left = spark.range(n).select((F.col("id") % 100).alias("k"), F.col("id").alias("v"))
-    empty = spark.range(n).where(F.col("id") * 7 % 13 == 100).select(F.col("id").alias("k"))
+    left = spark.range(n).select((sf.col("id") % 100).alias("k"), sf.col("id").alias("v"))
+    empty = spark.range(n).where(sf.col("id") * 7 % 13 == 100).select(sf.col("id").alias("k"))
     return {
         "left_outer": df_digest(left.join(empty, "k", "left_outer")),
         "inner": df_digest(left.join(empty, "k")),
@@ -170,8 +171,9 @@ def df_empty_side(spark: SparkSession, n: int = 20_000) -> Any:
 
 
 @query
-def keep_partitioned(spark: SparkSession, name: str, maps: int = 8, n: int = 80_000,
-                     sleep_map: int = -1, sleep_s: float = 0.0) -> Any:
+def keep_partitioned(
+    spark: SparkSession, name: str, maps: int = 8, n: int = 80_000, sleep_map: int = -1, sleep_s: float = 0.0
+) -> Any:
     """``partitionBy(maps)`` of keys where map i writes only partition i; counts it (the map
     stage runs and commits) and keeps it under ``name``. ``sleep_map`` sleeps in that map's
     first attempt (a straggler)."""
@@ -235,6 +237,42 @@ def stages(spark: SparkSession) -> Any:
         rows = json.load(reply)
     keys = ("stageId", "attemptId", "status", "numTasks", "numCompleteTasks", "numFailedTasks", "name")
     return [{k: r.get(k) for k in keys} for r in rows]
+
+
+@query
+def tasks(spark: SparkSession, stage: int, attempt: int) -> Any:
+    """The task attempts of one stage attempt: index, attempt, speculative, status."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+    with urllib.request.urlopen(
+        f"{base}/stages/{stage}/{attempt}/taskList?length=10000", timeout=30
+    ) as reply:
+        rows = json.load(reply)
+    return [{k: r.get(k) for k in ("index", "attempt", "speculative", "status")} for r in rows]
+
+
+def _stage_rows(spark: SparkSession) -> list[dict[str, Any]]:
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return list(json.load(reply))
+
+
+@query
+def timed(spark: SparkSession, query: str, **args: Any) -> Any:
+    """Runs ``query``; its wall time, and the executor CPU and shuffle bytes of its stages."""
+    seen = {(r["stageId"], r["attemptId"]) for r in _stage_rows(spark)}
+    t0 = time.perf_counter()
+    result = QUERIES[query](spark, **args)
+    wall = time.perf_counter() - t0
+    new = [r for r in _stage_rows(spark) if (r["stageId"], r["attemptId"]) not in seen]
+    return {
+        "result": result,
+        "seconds": wall,
+        "executor_cpu_s": sum(r.get("executorCpuTime", 0) for r in new) / 1e9,
+        "shuffle_write_bytes": sum(r.get("shuffleWriteBytes", 0) for r in new),
+        "shuffle_read_bytes": sum(r.get("shuffleReadBytes", 0) for r in new),
+    }
 
 
 @query

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from typing import Any
 
 import pytest
@@ -18,6 +17,10 @@ import pytest
 from croupier.services.local import LocalCluster
 from integration.procs import wait_until
 from integration.spark.conftest import Driver
+
+# a SparkContext takes 15 s to start on a quiet machine, minutes on a loaded one; the first test
+# waits for both
+pytestmark = pytest.mark.timeout(900)
 
 QUERIES = [
     "rdd_reduce_by_key",
@@ -104,7 +107,9 @@ def test_executors_lost_after_the_map_stage(croupier_driver: Driver, sort_driver
     assert ran(sort_new) > 8, sort_new
 
 
-def test_worker_killed_mid_map_stage(croupier_cluster: LocalCluster, croupier_driver: Driver, sort_driver: Driver) -> None:
+def test_worker_killed_mid_map_stage(
+    croupier_cluster: LocalCluster, croupier_driver: Driver, sort_driver: Driver
+) -> None:
     """A Croupier worker dies while maps push: replication and revives absorb it; no stage fails."""
     before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
     croupier_driver.run("slow_job", name="worker-kill")
@@ -129,6 +134,69 @@ def test_worker_killed_mid_map_stage(croupier_cluster: LocalCluster, croupier_dr
 
 
 def _app(cluster: LocalCluster, driver: Driver) -> str:
-    apps = [a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")]
+    apps = [
+        a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")
+    ]
     assert len(apps) == 1, cluster.status()["apps"]
     return apps[0]
+
+
+def _kept_shuffle(cluster: LocalCluster, app: str) -> dict[str, Any]:
+    """The newest committed 8 x 8 shuffle of ``app`` (what ``keep_partitioned`` wrote)."""
+    rows = [
+        s
+        for s in cluster.status()["shuffles"]
+        if s["app_id"] == app and s["committed"] and s["num_mappers"] == 8 and s["num_partitions"] == 8
+    ]
+    return max(rows, key=lambda s: s["shuffle_id"])
+
+
+def test_double_fault_after_commit_reruns_only_the_lost_maps(
+    croupier_cluster: LocalCluster, croupier_driver: Driver
+) -> None:
+    """Both workers of one pair die after the commit, and their disks with them. The reducers get
+    DATA_LOST; the driver's endpoint reopens exactly the lost maps and unregisters exactly their
+    outputs; Spark's map stage retry runs only those maps (map i wrote only partition i)."""
+    croupier_driver.run("keep_partitioned", name="double-fault")
+    expected = croupier_driver.run("read_kept", name="double-fault")
+    app = _app(croupier_cluster, croupier_driver)
+    shuffle = _kept_shuffle(croupier_cluster, app)
+    pair = shuffle["pairs"][0]
+    ids = croupier_cluster.worker_ids()
+    victims = sorted(ids.index(w) for w in pair)
+    lost_partitions = [p for p in range(8) if p % len(shuffle["pairs"]) == 0]
+    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
+    for i in victims:
+        croupier_cluster.kill_worker(i)
+        for folder in croupier_cluster.base_dir.glob(f"worker{i}/*/{app}/{shuffle['shuffle_id']}"):
+            for path in folder.iterdir():
+                path.unlink()
+    for i in victims:
+        croupier_cluster.restart_worker(i)
+    croupier_cluster.wait_for_workers(3)
+    assert croupier_driver.run("read_kept", name="double-fault") == expected
+    new = _map_stages(croupier_driver.run("stages"), before)
+    retried = [s for s in new if s["attemptId"] > 0 and s["status"] == "COMPLETE"]
+    map_retry = [s for s in retried if s["numTasks"] < 8]
+    assert map_retry, new
+    # exactly the maps that wrote the lost partitions ran again: map i wrote partition i
+    assert map_retry[0]["numTasks"] == len(lost_partitions), (map_retry, lost_partitions)
+
+
+def test_speculation_with_a_straggler(croupier_driver: Driver, sort_driver: Driver) -> None:
+    """Map 0's first attempt sleeps; Spark launches a speculative copy, which wins in Croupier.
+    The other attempt loses (won:false) or is killed: both are fine, and the result is exact."""
+    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
+    croupier_driver.run("keep_partitioned", name="straggler", sleep_map=0, sleep_s=20.0)
+    ours = croupier_driver.run("read_kept", name="straggler")
+    sort_driver.run("keep_partitioned", name="straggler")
+    assert ours == sort_driver.run("read_kept", name="straggler")
+    new = _map_stages(croupier_driver.run("stages"), before)
+    speculative = [
+        t
+        for s in new
+        for t in croupier_driver.run("tasks", stage=s["stageId"], attempt=s["attemptId"])
+        if t["speculative"]
+    ]
+    assert speculative, "no speculative attempt ran: the straggler path went untested"
+    assert all(s["status"] in ("COMPLETE", "SKIPPED") for s in new), new
