@@ -1,6 +1,6 @@
 """Fixtures of the Spark suite: a Croupier cluster of processes and two Spark drivers
 (``local-cluster[2,1,1024]``: real executor JVMs), one under Croupier and one under Spark's own
-``sort`` shuffle, each started once per module and asked to run queries (``driver.py``)."""
+``sort`` shuffle, each started once for the whole package and asked to run queries (``driver.py``)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def croupier_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     base = tmp_path_factory.mktemp("croupier")
+    # 5 workers: the fault tests kill 1, then 2 more, and never restart one (a restarted worker
+    # would be a new child process of the test, which its leak check refuses)
     with LocalCluster(
-        3,
+        5,
         base / "cluster",
         processes=True,
         master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
@@ -37,7 +39,7 @@ def croupier_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
         yield cl
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def drivers(
     croupier_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Driver]]:

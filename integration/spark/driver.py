@@ -99,9 +99,15 @@ def rdd_big_records(spark: SparkSession, mib: int = 2) -> Any:
 
 @query
 def df_2001_partitions(spark: SparkSession, n: int = 20_000) -> Any:
-    """More than 2,000 partitions: Spark sends a HighlyCompressedMapStatus, and AQE coalesces
-    the small partitions into a few reads of partition ranges."""
-    return df_digest(spark.range(n).withColumn("x", sf.col("id") * 5).repartition(2001, "id"))
+    """2,001 shuffle partitions: Spark sends a HighlyCompressedMapStatus, and AQE coalesces the
+    small partitions into a few reads of partition ranges."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2001")
+    try:
+        df = spark.range(n).withColumn("k", sf.col("id") % 5003)
+        return df_digest(df.groupBy("k").agg(sf.sum("id").alias("s")))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
 
 
 # -- DataFrame queries ---------------------------------------------------------------------------

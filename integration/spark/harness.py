@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from croupier.services.local import LocalCluster
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -122,3 +124,12 @@ def spark_conf(**extra: str) -> dict[str, str]:
         "spark.speculation.quantile": "0.5",
         **extra,
     }
+
+
+def croupier_app(cluster: LocalCluster, driver: Driver) -> str:
+    """The Croupier app id the driver's shuffle manager registered."""
+    apps = [
+        a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")
+    ]
+    assert len(apps) == 1, cluster.status()["apps"]
+    return apps[0]

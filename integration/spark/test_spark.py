@@ -1,6 +1,6 @@
 """Spark on Croupier, end to end: every query's result equals the same query's under Spark's own
 ``sort`` shuffle, on ``local-cluster[2,1,1024]`` (two executor JVMs) and a Croupier cluster of
-processes (a master and 3 workers); then the faults a remote shuffle service is for.
+processes (a master and 5 workers); then the faults a remote shuffle service is for.
 
 One SparkContext per shuffle manager serves the whole module (``conftest.Driver``): a Spark
 start costs ~15 s here. The faults come last, in order, since they change the clusters.
@@ -8,15 +8,12 @@ start costs ~15 s here. The faults come last, in order, since they change the cl
 
 from __future__ import annotations
 
-import os
-import signal
 from typing import Any
 
 import pytest
 
 from croupier.services.local import LocalCluster
-from integration.procs import wait_until
-from integration.spark.conftest import Driver
+from integration.spark.harness import Driver, croupier_app
 
 # a SparkContext takes 15 s to start on a quiet machine, minutes on a loaded one; the first test
 # waits for both
@@ -60,143 +57,6 @@ def test_skewed_join_is_split_and_equal(croupier_driver: Driver, sort_driver: Dr
 def test_croupier_shuffles_are_committed(croupier_cluster: LocalCluster, croupier_driver: Driver) -> None:
     """The queries above really went through Croupier: its master has this app's shuffles."""
     status = croupier_cluster.status()
-    app = _app(croupier_cluster, croupier_driver)
+    app = croupier_app(croupier_cluster, croupier_driver)
     ours = [s for s in status["shuffles"] if s["app_id"] == app]
     assert sum(1 for s in ours if s["committed"]) >= len(QUERIES)
-
-
-# -- faults ----------------------------------------------------------------------------------------
-
-
-def _map_stages(stages: list[dict[str, Any]], before: set[tuple[int, int]]) -> list[dict[str, Any]]:
-    return [s for s in stages if (s["stageId"], s["attemptId"]) not in before]
-
-
-def _kill_executors(driver: Driver) -> list[int]:
-    pids = driver.executor_pids()
-    assert len(pids) == 2, pids
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not set(pids) & set(driver.executor_pids()), timeout=30)
-    # the local-cluster's workers start replacements; wait until both registered
-    wait_until(lambda: driver.run("executors") == 3, timeout=90, interval=0.5)
-    return pids
-
-
-def test_executors_lost_after_the_map_stage(croupier_driver: Driver, sort_driver: Driver) -> None:
-    """kill -9 both executor JVMs after the map stage: under Croupier the next action reads the
-    shuffle without running a single map task; under ``sort`` (the control) the maps rerun."""
-    runs: dict[str, dict[str, Any]] = {}
-    for label, driver in (("croupier", croupier_driver), ("sort", sort_driver)):
-        driver.run("keep_partitioned", name="lost-executors")
-        before = {(s["stageId"], s["attemptId"]) for s in driver.run("stages")}
-        expected = driver.run("read_kept", name="lost-executors")
-        mid = {(s["stageId"], s["attemptId"]) for s in driver.run("stages")}
-        _kill_executors(driver)
-        again = driver.run("read_kept", name="lost-executors")
-        assert again == expected
-        new = _map_stages(driver.run("stages"), mid)
-        runs[label] = {"before": before, "new": new}
-    ran = lambda new: sum(s["numCompleteTasks"] for s in new if s["status"] == "COMPLETE")  # noqa: E731
-    croupier_new = runs["croupier"]["new"]
-    sort_new = runs["sort"]["new"]
-    # Croupier: one result stage of 8 tasks, the map stage skipped
-    assert ran(croupier_new) == 8, croupier_new
-    assert any(s["status"] == "SKIPPED" for s in croupier_new), croupier_new
-    # sort: the lost executors' map outputs are recomputed (8 maps) before the 8 reads
-    assert ran(sort_new) > 8, sort_new
-
-
-def test_worker_killed_mid_map_stage(
-    croupier_cluster: LocalCluster, croupier_driver: Driver, sort_driver: Driver
-) -> None:
-    """A Croupier worker dies while maps push: replication and revives absorb it; no stage fails."""
-    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
-    croupier_driver.run("slow_job", name="worker-kill")
-    app = _app(croupier_cluster, croupier_driver)
-
-    def maps_ended() -> int:
-        rows = [s for s in croupier_cluster.status()["shuffles"] if s["app_id"] == app and not s["committed"]]
-        return max((s["mappers_ended"] for s in rows), default=0)
-
-    wait_until(lambda: maps_ended() >= 2, timeout=120, interval=0.2)
-    croupier_cluster.kill_worker(0)
-    try:
-        ours = croupier_driver.run("wait", name="worker-kill")
-    finally:
-        croupier_cluster.restart_worker(0)
-    sort_driver.run("slow_job", name="worker-kill", sleep_s=0.0)
-    assert ours == sort_driver.run("wait", name="worker-kill")
-    new = _map_stages(croupier_driver.run("stages"), before)
-    assert new and all(s["status"] == "COMPLETE" and s["attemptId"] == 0 for s in new), new
-    assert sum(s["numFailedTasks"] for s in new) == 0, new
-    croupier_cluster.wait_for_workers(3)
-
-
-def _app(cluster: LocalCluster, driver: Driver) -> str:
-    apps = [
-        a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")
-    ]
-    assert len(apps) == 1, cluster.status()["apps"]
-    return apps[0]
-
-
-def _kept_shuffle(cluster: LocalCluster, app: str) -> dict[str, Any]:
-    """The newest committed 8 x 8 shuffle of ``app`` (what ``keep_partitioned`` wrote)."""
-    rows = [
-        s
-        for s in cluster.status()["shuffles"]
-        if s["app_id"] == app and s["committed"] and s["num_mappers"] == 8 and s["num_partitions"] == 8
-    ]
-    return max(rows, key=lambda s: s["shuffle_id"])
-
-
-def test_double_fault_after_commit_reruns_only_the_lost_maps(
-    croupier_cluster: LocalCluster, croupier_driver: Driver
-) -> None:
-    """Both workers of one pair die after the commit, and their disks with them. The reducers get
-    DATA_LOST; the driver's endpoint reopens exactly the lost maps and unregisters exactly their
-    outputs; Spark's map stage retry runs only those maps (map i wrote only partition i)."""
-    croupier_driver.run("keep_partitioned", name="double-fault")
-    expected = croupier_driver.run("read_kept", name="double-fault")
-    app = _app(croupier_cluster, croupier_driver)
-    shuffle = _kept_shuffle(croupier_cluster, app)
-    pair = shuffle["pairs"][0]
-    ids = croupier_cluster.worker_ids()
-    victims = sorted(ids.index(w) for w in pair)
-    lost_partitions = [p for p in range(8) if p % len(shuffle["pairs"]) == 0]
-    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
-    for i in victims:
-        croupier_cluster.kill_worker(i)
-        for folder in croupier_cluster.base_dir.glob(f"worker{i}/*/{app}/{shuffle['shuffle_id']}"):
-            for path in folder.iterdir():
-                path.unlink()
-    for i in victims:
-        croupier_cluster.restart_worker(i)
-    croupier_cluster.wait_for_workers(3)
-    assert croupier_driver.run("read_kept", name="double-fault") == expected
-    new = _map_stages(croupier_driver.run("stages"), before)
-    retried = [s for s in new if s["attemptId"] > 0 and s["status"] == "COMPLETE"]
-    map_retry = [s for s in retried if s["numTasks"] < 8]
-    assert map_retry, new
-    # exactly the maps that wrote the lost partitions ran again: map i wrote partition i
-    assert map_retry[0]["numTasks"] == len(lost_partitions), (map_retry, lost_partitions)
-
-
-def test_speculation_with_a_straggler(croupier_driver: Driver, sort_driver: Driver) -> None:
-    """Map 0's first attempt sleeps; Spark launches a speculative copy, which wins in Croupier.
-    The other attempt loses (won:false) or is killed: both are fine, and the result is exact."""
-    before = {(s["stageId"], s["attemptId"]) for s in croupier_driver.run("stages")}
-    croupier_driver.run("keep_partitioned", name="straggler", sleep_map=0, sleep_s=20.0)
-    ours = croupier_driver.run("read_kept", name="straggler")
-    sort_driver.run("keep_partitioned", name="straggler")
-    assert ours == sort_driver.run("read_kept", name="straggler")
-    new = _map_stages(croupier_driver.run("stages"), before)
-    speculative = [
-        t
-        for s in new
-        for t in croupier_driver.run("tasks", stage=s["stageId"], attempt=s["attemptId"])
-        if t["speculative"]
-    ]
-    assert speculative, "no speculative attempt ran: the straggler path went untested"
-    assert all(s["status"] in ("COMPLETE", "SKIPPED") for s in new), new

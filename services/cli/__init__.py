@@ -13,8 +13,7 @@ croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
 croupier admin --master URL decommission WORKER_ID [--wait]
 croupier secret FILE
 croupier secret-public FILE
-croupier spark jar [--spark-jars DIR]
-croupier spark conf --master URL [--tenant-token T] [--auth-secret-file FILE]
+croupier spark jar|conf [--master URL] [--spark-jars DIR] [--tenant-token T] [--auth-secret-file FILE]
 
 Every member command (master, worker, admin) and every command that starts a cluster
 (local, demo, bench, verify) takes ``--secret-file FILE`` (or ``$CROUPIER_SECRET_FILE``):

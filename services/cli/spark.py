@@ -14,19 +14,29 @@ ORDER = 65  # its place in ``croupier --help``
 
 def register(sub: _Subparsers[argparse.ArgumentParser], root: argparse.ArgumentParser) -> None:
     sp = sub.add_parser("spark", help="use Croupier as Spark's shuffle: the client jar and the settings")
-    group = sp.add_subparsers(dest="spark_command", required=True)
-    j = group.add_parser("jar", help="print the client jar's path (built with javac against Spark's jars)")
-    j.add_argument("--spark-jars", help="Spark's jars/ folder (default $SPARK_HOME/jars, else pyspark's)")
-    j.set_defaults(func=cmd_spark_jar)
-    c = group.add_parser("conf", help="print the Spark settings for a Croupier cluster, one key=value a line")
-    c.add_argument("--master", required=True, help="the master's URL, tcp://HOST:PORT")
-    c.add_argument("--spark-jars", help="Spark's jars/ folder (default $SPARK_HOME/jars, else pyspark's)")
-    c.add_argument("--tenant-token", help="the tenant's token, when the master has a tenants file")
-    c.add_argument(
-        "--auth-secret-file",
-        help="authenticate Spark's own RPC with this file (spark.authenticate): task binaries carry app keys",
+    sp.add_argument(
+        "action",
+        choices=["jar", "conf"],
+        help="jar: print the client jar's path (built with javac against Spark's jars when needed);"
+        " conf: print the Spark settings for a Croupier cluster, one key=value a line",
     )
-    c.set_defaults(func=cmd_spark_conf)
+    sp.add_argument("--master", help="conf: the master's URL, tcp://HOST:PORT (required)")
+    sp.add_argument("--spark-jars", help="Spark's jars/ folder (default $SPARK_HOME/jars, else pyspark's)")
+    sp.add_argument("--tenant-token", help="conf: the tenant's token, when the master has a tenants file")
+    sp.add_argument(
+        "--auth-secret-file",
+        help="conf: authenticate Spark RPC with this file (spark.authenticate): task binaries hold app keys",
+    )
+    sp.set_defaults(func=cmd_spark)
+
+
+def cmd_spark(args: argparse.Namespace) -> int:
+    if args.action == "jar":
+        return cmd_spark_jar(args)
+    if not args.master:
+        print("croupier spark conf: --master URL is required", file=sys.stderr)
+        return 2
+    return cmd_spark_conf(args)
 
 
 def cmd_spark_jar(args: argparse.Namespace) -> int:
