@@ -54,8 +54,15 @@ def digest(rows: Iterable[Any], ordered: bool = False) -> dict[str, Any]:
 
 
 def df_digest(df: DataFrame) -> dict[str, Any]:
-    row = df.selectExpr("count(*) AS n", "sum(xxhash64(*) & 4294967295) AS h").collect()[0]
-    return {"count": row["n"], "xxhash_sum": row["h"]}
+    return df_digest_and_plan(df)[0]
+
+
+def df_digest_and_plan(df: DataFrame) -> tuple[dict[str, Any], str]:
+    """The digest of ``df`` and the final (adaptive) plan of the query that computed it."""
+    digest_df = df.selectExpr("count(*) AS n", "sum(xxhash64(*) & 4294967295) AS h")
+    row = digest_df.collect()[0]
+    plan = digest_df._jdf.queryExecution().executedPlan().toString()
+    return {"count": row["n"], "xxhash_sum": row["h"]}, plan
 
 
 # -- RDD queries ---------------------------------------------------------------------------------
@@ -123,9 +130,7 @@ def df_group_by(spark: SparkSession, n: int = 100_000) -> Any:
 def df_sort_merge_join(spark: SparkSession, n: int = 100_000) -> Any:
     a = spark.range(n).select((sf.col("id") % 50_000).alias("k"), sf.col("id").alias("a"))
     b = spark.range(n // 2).select((sf.col("id") * 3 % 50_000).alias("k"), sf.col("id").alias("b"))
-    joined = a.join(b, "k")
-    plan = joined._jdf.queryExecution().executedPlan().toString()
-    out = df_digest(joined)
+    out, plan = df_digest_and_plan(a.join(b, "k"))
     out["smj"] = "SortMergeJoin" in plan
     return out
 
@@ -153,9 +158,7 @@ def df_skew_join(spark: SparkSession, n: int = 100_000) -> Any:
         sf.when(sf.col("id") % 2 == 0, sf.lit(0)).otherwise(sf.col("id")).alias("k"), sf.col("id").alias("v")
     )
     small = spark.range(n // 4).select(sf.col("id").alias("k"), (sf.col("id") * 2).alias("w"))
-    joined = big.join(small, "k")
-    out = df_digest(joined)
-    plan = joined._jdf.queryExecution().executedPlan().toString()
+    out, plan = df_digest_and_plan(big.join(small, "k"))
     out["skew_split"] = "skewed" in plan and "isSkewJoin=true" in plan
     return out
 
