@@ -8,7 +8,9 @@ pyspark (whose jars the client compiles against).
 from __future__ import annotations
 
 import base64
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 import croupier
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
+from integration.procs import admin
 from tests.jvm.harness import build_test_classpath, run_java, spark_jars_or_skip
 
 pytestmark = pytest.mark.integration
@@ -155,3 +158,55 @@ def test_a_curve_cluster_refuses_the_java_client_at_start_up(java_cp: str, tmp_p
         out = java(java_cp, "ping", cluster.master_url, check=False)
         assert len(out) == 1 and out[0].startswith("error UNAVAILABLE"), out
         assert "--curve" in out[0] and "CURVE" in out[0]
+
+
+def test_java_heartbeats_and_attach_with_the_apps_handle(java_cp: str, cluster: LocalCluster) -> None:
+    assert java(java_cp, "beats", cluster.master_url) == ["ok beats"]
+
+
+@pytest.mark.parametrize("fault", ["kill", "decommission"])
+def test_a_java_writer_outlives_a_worker_killed_or_decommissioned_mid_write(
+    java_cp: str, cluster: LocalCluster, fault: str
+) -> None:
+    """Revives (same batch ids) after a primary dies halfway (UNAVAILABLE, timeouts), or turns
+    decommissioning (HARD_SPLIT): every record read exactly once."""
+    with croupier.connect(cluster.master_url, config=FAST) as client:
+        app = client.register_app("jvm-revive")
+        sh = app.register_shuffle(num_mappers=1, num_partitions=6)
+        victim = sh.routing.current(0).primary.worker_id
+        writer = subprocess.Popen(
+            [
+                "java",
+                "-XX:+UseSerialGC",
+                "-cp",
+                java_cp,
+                CLI,
+                "pause",
+                cluster.master_url,
+                sh.handle(),
+                "0",
+                "4000",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert writer.stdout is not None and writer.stdin is not None
+            assert writer.stdout.readline().strip() == "half"
+            if fault == "kill":
+                cluster.kill_worker(cluster.worker_ids().index(victim))
+            else:
+                admin(cluster.master_url, "decommission", victim, secret_file=cluster.secret_file)
+                time.sleep(2.0)  # the worker learns it at its next heartbeat (every 0.5 s)
+            out, _ = writer.communicate("go\n", timeout=150)
+        finally:
+            if writer.poll() is None:
+                writer.kill()
+                writer.communicate()
+        assert out.startswith("won=true"), out
+        assert sh.summary()["revived_partitions"], "the writer never revived a partition"
+        got = sorted(r for p in range(6) for r in sh.reader(p))
+        assert got == sorted(f"j-0-{i}".encode() for i in range(4000))
+        app.unregister()
