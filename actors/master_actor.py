@@ -147,7 +147,7 @@ class SetWritable:
 
 @dataclass(frozen=True, slots=True)
 class Describe:
-    """Ask: the actor's soft state, ``MasterInfo`` as JSON values (tests and the CLI)."""
+    """Ask: the actor's soft state, a ``MasterInfo`` (tests and the CLI)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,7 +335,7 @@ class MasterActor(pykka.ThreadingActor):
                 self._writable = writable
                 self._unwritable_reason = reason
             case Describe():
-                return to_json(self._master_info())
+                return self._master_info()
             case GetStatus():
                 return self._status()
             case Inspect(fn):
