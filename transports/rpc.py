@@ -583,20 +583,28 @@ class RpcServer:
                 except Exception:
                     logger.exception("%s: unexpected error handling a message", self.name)
         finally:
-            if self._on_batch_end is not None:
-                try:
-                    self._on_batch_end()
-                except Exception:
-                    logger.exception("%s: on_batch_end failed", self.name)
+            self._end_batch()
+
+    def _end_batch(self) -> None:
+        if self._on_batch_end is not None:
+            try:
+                self._on_batch_end()
+            except Exception:
+                logger.exception("%s: on_batch_end failed", self.name)
 
     def _resume_parked(self) -> None:
-        """Handle parked requests of the peers whose replies have drained below their cap."""
+        """Handle parked requests of the peers whose replies have drained below their cap;
+        they are a burst too (a handler may wait for its end before it answers)."""
+        resumed = False
         for peer in self._budget.reap():
             while (frames := self._budget.unpark(peer)) is not None:
+                resumed = True
                 try:
                     self._dispatch(frames)
                 except Exception:
                     logger.exception("%s: unexpected error handling a parked message", self.name)
+        if resumed:
+            self._end_batch()
 
     def _handle(self, frames: list[zmq.Frame]) -> None:
         self.stats.requests += 1
