@@ -82,7 +82,7 @@ from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 from croupier.transports.curve import CurveClient
-from croupier.transports.log_context import LOG_FIELDS, enter, object_fields
+from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 
 __all__ = [
     "MasterActor",
@@ -97,6 +97,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
 
 
@@ -108,9 +109,11 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class SubmitMany:
-    """A burst of commands read together: one actor message instead of one each."""
+    """A burst of commands read together: one actor message instead of one each.
+    ``validated``: every command comes from ``decode_command``, which validated it."""
 
     items: list[tuple[Command, ReplyFn | None]]
+    validated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,9 +292,9 @@ class MasterActor(pykka.ThreadingActor):
         match message:
             case Submit(command, reply):
                 self._handle(command, reply)
-            case SubmitMany(items):
+            case SubmitMany(items, validated):
                 for command, reply in items:
-                    self._handle(command, reply)
+                    self._handle(command, reply, validated)
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):
@@ -319,19 +322,19 @@ class MasterActor(pykka.ThreadingActor):
                 log.warning("MasterActor ignored unknown message %r", message)
         return None
 
-    def _handle(self, command: Command, reply: ReplyFn | None) -> None:
+    def _handle(self, command: Command, reply: ReplyFn | None, validated: bool = False) -> None:
         """Handle one command; the lines logged meanwhile carry its app and shuffle ids."""
-        fields = object_fields(command)
-        if not fields:
-            self._handle_one(command, reply)
+        app, shuffle = getattr(command, "app_id", None), getattr(command, "shuffle_id", None)
+        if app is None and shuffle is None:
+            self._handle_one(command, reply, validated)
             return
-        token = enter(fields)
+        token = enter(lazy_ids(app, shuffle))
         try:
-            self._handle_one(command, reply)
+            self._handle_one(command, reply, validated)
         finally:
             LOG_FIELDS.reset(token)
 
-    def _handle_one(self, command: Command, reply: ReplyFn | None) -> None:
+    def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
         self.commands += 1
         if command.WRITES and not self._writable:
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
@@ -348,9 +351,18 @@ class MasterActor(pykka.ThreadingActor):
         now = self._clock()
         command = self._enrich(command, now)
         try:
-            quotas = self._quotas(command)
+            # only these read the quotas (the others skip building them: MAPPER_END is hot)
+            quotas = (
+                self._quotas(command) if isinstance(command, RegisterApp | RegisterShuffle | Status) else None
+            )
             body, events = decide(
-                self.state, command, now, self._rng, max_apps=self._config.max_apps, quotas=quotas
+                self.state,
+                command,
+                now,
+                self._rng,
+                max_apps=self._config.max_apps,
+                quotas=quotas,
+                validated=validated,
             )
             self._start_app_actors(events, now)
         except CroupierError as exc:
@@ -360,7 +372,7 @@ class MasterActor(pykka.ThreadingActor):
             log.exception("decide failed on %r", command)
             self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
             return
-        if isinstance(body, StatusReply):
+        if isinstance(body, StatusReply) and quotas is not None:
             tenants = tenant_rows(self.state, quotas)
             body = dataclasses.replace(body, master=self._master_info(), tenants=tenants)
         records: list[bytes] = []
@@ -436,12 +448,12 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
+        if not isinstance(command, RegisterShuffle | RevivePartition):
+            return command
         full = tuple(sorted(w for w, dirs in self._worker_dirs.items() if not usable(dirs)))
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
-        if isinstance(command, RevivePartition):
-            return dataclasses.replace(command, full=full)
-        return command
+        return dataclasses.replace(command, full=full)
 
     def _after(self, event: Event, now: float) -> None:
         """Keep the app actors and the commit coordinator in step with the fold."""

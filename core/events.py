@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.errors import BadRequest
+from croupier.core.wire import encode_body
 
 __all__ = [
     "EVENT_TYPES",
@@ -262,7 +263,7 @@ def encode_event(event: Event) -> bytes:
     """One event as compact JSON bytes."""
     body: dict[str, Any] = {"e": event.KIND, "v": event.VERSION}
     body.update(to_json(event))
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    return encode_body(body)
 
 
 def decode_event(data: bytes | memoryview) -> Event:

@@ -80,7 +80,7 @@ from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudge
 from croupier.transports._zap import ZapHandler
 from croupier.transports.auth import Signer, Verifier, request_frames
 from croupier.transports.curve import CurveClient, CurveServer, timeout_hint
-from croupier.transports.log_context import LOG_FIELDS, body_fields, enter
+from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 
 __all__ = [
     "Handler",
@@ -119,7 +119,10 @@ def _peer_name(peer: bytes) -> str:
 
 def _nbytes(frames: Frames) -> int:
     # A handler's bad payload (not a buffer) is refused when it is sent, not here.
-    return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
+    try:
+        return sum(map(len, frames))  # the common case (bytes), without a check per frame
+    except TypeError:
+        return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
 
 
 def _type_name(msg_type: int) -> str:
@@ -648,8 +651,9 @@ class RpcServer:
         request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme)
         responder = Responder(self, peer, header.msg_type, header.request_id)
         # the request's app and shuffle ids go on the lines logged while handling it
-        fields = body_fields(msg.body)
-        token = None if fields is None else enter(fields)
+        body = msg.body
+        app, shuffle = body.get("app_id"), body.get("shuffle_id")
+        token = None if app is None and shuffle is None else enter(lazy_ids(app, shuffle))
         try:
             self._handler(request, responder)
         except CroupierError as exc:
