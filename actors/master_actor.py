@@ -334,27 +334,32 @@ class MasterActor(pykka.ThreadingActor):
         finally:
             LOG_FIELDS.reset(token)
 
-    def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
-        self.commands += 1
+    def _admit(self, command: Command, reply: ReplyFn | None) -> Command | None:
+        """The command to decide, or None when it is refused here (the refusal is queued)."""
         if command.WRITES and not self._writable:
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
             self._committer.submit((), _deliver(reply, None, error))
-            return
+            return None
         if isinstance(command, UnsignedRegisterApp):
             if command.app_id in self.state.apps:
                 refusal = Unauthorized(
                     f"app {command.app_id} is registered: a repeat must be signed", {"app_id": command.app_id}
                 )
                 self._committer.submit((), _deliver(reply, None, refusal))
-                return
-            command = RegisterApp(command.name, command.app_id, command.tenant_token)
+                return None
+            return RegisterApp(command.name, command.app_id, command.tenant_token)
+        return command
+
+    def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
+        self.commands += 1
+        admitted = self._admit(command, reply)
+        if admitted is None:
+            return
         now = self._clock()
-        command = self._enrich(command, now)
+        command = self._enrich(admitted, now)
         try:
             # only these read the quotas (the others skip building them: MAPPER_END is hot)
-            quotas = (
-                self._quotas(command) if isinstance(command, RegisterApp | RegisterShuffle | Status) else None
-            )
+            quotas = self._quotas(command) if isinstance(command, _READS_QUOTAS) else None
             body, events = decide(
                 self.state,
                 command,
