@@ -606,7 +606,7 @@ def _take_over(state: MasterState, cmd: TakeOver, now: float, rng: random.Random
 
 
 def _ping(state: MasterState, cmd: Ping, now: float, rng: random.Random) -> Decision:
-    return PingReply(True, state.term), []
+    return PingReply(True, state.term, round(now * 1_000_000)), []
 
 
 _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random], Decision]] = {

@@ -309,7 +309,9 @@ def test_revives_are_shared_through_the_routing() -> None:
 def test_hard_split_revives_away_from_the_full_worker_and_data_lost_is_raised() -> None:
     # issue 15: a failed location answers HARD_SPLIT (move on) or DATA_LOST (this map lost data)
     master = FakeMaster()
-    net = FakeNet(HardSplit("disk full", {"partitions": [0], "failed_worker": "w0"}))
+    net = FakeNet(
+        HardSplit("disk full", {"partitions": [[0, 0]], "reason": "no disk", "failed_worker": "w0"})
+    )
     sender = make_sender(net, master)
     sender.submit([b(0, 0)])
     sender.drain()
