@@ -72,7 +72,7 @@ from croupier.core.events import (
     ShuffleUnregistered,
     WorkerLost,
     WorkerRegistered,
-    encode_event,
+    event_object,
 )
 from croupier.core.placement import ewma, load_score
 from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
@@ -81,6 +81,7 @@ from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
+from croupier.transports._json import encode_json
 from croupier.transports.curve import CurveClient
 from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 
@@ -293,8 +294,9 @@ class MasterActor(pykka.ThreadingActor):
             case Submit(command, reply):
                 self._handle(command, reply)
             case SubmitMany(items, validated):
-                for command, reply in items:
-                    self._handle(command, reply, validated)
+                with self._committer.burst():  # one hand-off to the committer per burst
+                    for command, reply in items:
+                        self._handle(command, reply, validated)
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):
@@ -385,7 +387,7 @@ class MasterActor(pykka.ThreadingActor):
             for event in events:
                 apply(self.state, event)
                 self.state.seq += 1
-                records.append(encode_event(event))
+                records.append(encode_json(event_object(event)))  # encode_event's bytes, by orjson
                 self._after(event, now)
         except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)

@@ -42,6 +42,7 @@ __all__ = [
     "WorkerRemoved",
     "decode_event",
     "encode_event",
+    "event_object",
 ]
 
 Pair = tuple[str, str | None]
@@ -259,10 +260,16 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
-def encode_event(event: Event) -> bytes:
-    """One event as compact JSON bytes."""
+def event_object(event: Event) -> dict[str, Any]:
+    """One event as the JSON object that ``encode_event`` writes (for a faster encoder)."""
     body: dict[str, Any] = {"e": event.KIND, "v": event.VERSION}
     body.update(to_json(event))
+    return body
+
+
+def encode_event(event: Event) -> bytes:
+    """One event as compact JSON bytes."""
+    body = event_object(event)
     return encode_body(body)
 
 

@@ -18,7 +18,7 @@ import zmq
 
 from croupier.core.access import Scheme
 from croupier.core.errors import BadRequest, CroupierError, InternalError, Unauthorized, Unavailable
-from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Kind, encode_body
+from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Kind
 from croupier.transports._conn_budget import ServerConnections
 from croupier.transports._framing import (
     COPY_THRESHOLD,
@@ -30,6 +30,7 @@ from croupier.transports._framing import (
     reply_frames,
     type_name,
 )
+from croupier.transports._json import encode_body
 from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
