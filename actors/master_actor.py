@@ -84,6 +84,7 @@ from croupier.ha.recovery import load_state
 from croupier.transports._json import encode_json
 from croupier.transports.curve import CurveClient
 from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
+from croupier.transports.secret import AppTags
 
 __all__ = [
     "MasterActor",
@@ -156,6 +157,7 @@ class MasterActor(pykka.ThreadingActor):
         info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.
         started: settled once ``on_start`` ends: ``None`` when serving, else the load's exception.
         curve: the reservations talk CURVE to the workers, with this server key.
+        app_tags: kept equal to the registered apps' key tags (the front's verifier reads it).
     """
 
     def __init__(
@@ -170,8 +172,10 @@ class MasterActor(pykka.ThreadingActor):
         on_log_error: Callable[[CroupierError], None] | None = None,
         started: pykka.Future[None] | None = None,
         curve: CurveClient | None = None,
+        app_tags: AppTags | None = None,
     ) -> None:
         super().__init__()
+        self._app_tags = app_tags if app_tags is not None else AppTags()
         self._curve = curve
         self._started = started
         self._coordinator = coordinator
@@ -235,6 +239,7 @@ class MasterActor(pykka.ThreadingActor):
     def _load(self) -> None:
         now = self._clock()
         self.state = load_state(self._log)
+        self._app_tags.reset({a.app_id: a.key_tag for a in self.state.apps.values()})
         self._last_snapshot = self.state.seq
         self._grace_until = now + self._config.takeover_grace
         self._worker_seen = {wid: now for wid in self.state.workers}
@@ -387,7 +392,7 @@ class MasterActor(pykka.ThreadingActor):
             for event in events:
                 apply(self.state, event)
                 self.state.seq += 1
-                records.append(encode_json(event_object(event)))  # encode_event's bytes, by orjson
+                records.append(encode_json(event_object(event)))  # what encode_event writes, by orjson
                 self._after(event, now)
         except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)
@@ -471,7 +476,10 @@ class MasterActor(pykka.ThreadingActor):
                 self._worker_http.pop(wid, None)  # its next heartbeat says it again
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
+            case AppRegistered(app_id=app_id, key_tag=tag):
+                self._app_tags.set(app_id, tag)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
+                self._app_tags.drop(app_id)
                 ref = self._apps.pop(app_id, None)
                 if ref is not None:
                     ref.stop(block=False)
@@ -517,7 +525,11 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
-        plan = CommitPlan(app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners))
+        app = self.state.apps.get(app_id)
+        tag = app.key_tag if app is not None and app.key_tag else None
+        plan = CommitPlan(
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+        )
         self._coordinator.commit(plan)
 
     def _destroy(self, app_id: str, shuffle_id: int | None) -> None:

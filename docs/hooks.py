@@ -1,6 +1,7 @@
 """MkDocs hook (``mkdocs.yml``: ``hooks``): the pages that are not written in ``docs/``.
 
-- ``reference/cli.md``, ``reference/settings.md``, ``reference/metrics.md`` are generated
+- ``reference/cli.md``, ``reference/settings.md``, ``reference/metrics.md``,
+  ``reference/http.md`` are generated
   from the code by ``croupier.tools.docs_reference`` at every build;
 - ``protocol.md``, ``benchmarks.md``, ``reliability.md`` and ``changelog.md`` are the
   repository's root files (PROTOCOL.md is pinned byte for byte by tests, and other work
@@ -24,6 +25,7 @@ GENERATED = {
     "reference/cli.md": docs_reference.cli_reference,
     "reference/settings.md": docs_reference.config_reference,
     "reference/metrics.md": docs_reference.metrics_reference,
+    "reference/http.md": docs_reference.http_reference,
 }
 ROOT_FILES = {
     "PROTOCOL.md": "protocol.md",

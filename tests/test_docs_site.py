@@ -19,6 +19,7 @@ import pytest
 
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.ops.metrics import MasterMetrics, WorkerGauges, WorkerMetrics, exposition
+from croupier.ops.openapi import PATHS
 from croupier.services.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,6 +131,13 @@ def test_the_metrics_reference_has_every_metric(site: Path, tmp_path: Path) -> N
     assert len(names) >= 40
     for name in names:
         assert f"<code>{name}</code>" in page, f"metric {name} is not documented"
+
+
+def test_the_http_reference_has_every_path(site: Path) -> None:
+    page = _text(site, "reference/http")
+    assert PATHS
+    for path in PATHS:
+        assert f"<code>{path}</code>" in page, f"HTTP path {path} is not documented"
 
 
 def test_metrics_named_in_the_guides_exist(tmp_path: Path) -> None:

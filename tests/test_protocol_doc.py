@@ -77,6 +77,11 @@ def test_the_documented_batch_digests_are_the_codes() -> None:
     root = blake3.blake3(secret.raw, derive_key_context="croupier 2026-12-01 app key root v1").digest()
     assert "`croupier 2026-12-01 app key root v1`" in section
     assert blake3.blake3(b"app-1", key=root).digest() == secret.app_key("app-1")
+    tagged = blake3.blake3(b"app-1/0123456789abcdef", key=root).digest()
+    assert tagged == secret.app_key("app-1", "0123456789abcdef")
+    assert "`<app_id>/<key_tag>`" in _section("2") and '"<app_id>/<key_tag>"' in section
+    vector = ClusterSecret(bytes(range(32))).app_key("app-1", "0123456789abcdef").hex()
+    assert vector in _section("2") and vector in _section("4")
 
 
 def test_every_documented_message_type_is_in_the_code() -> None:
@@ -169,3 +174,22 @@ def test_hard_split_has_one_form_of_partitions() -> None:
     assert (
         "`HARD_SPLIT` naming the failed locations as a split does, `[[partition, epoch], ...]`" in disk_full
     )
+
+
+def test_map_ranges_are_written_as_the_code_reads_them() -> None:
+    """Issue 22 §3.10: ranges were called half-open but written ``[lo, hi]``; the code excludes ``hi``."""
+    from croupier.core.bitmap import ranges
+    from croupier.core.proof import expand_ranges
+
+    flat = " ".join(DOC.split())
+    assert "half-open `[lo, hi]`" not in flat and "half-open ranges" not in flat
+    assert "`[3, 4]` is map 3 alone, `[0, 2]` maps 0 and 1" in flat
+    assert ranges([3]) == ((3, 4),) and ranges([0, 1]) == ((0, 2),)
+    assert expand_ranges([[3, 4]]) == {3} and expand_ranges([[0, 2]]) == {0, 1}
+
+
+def test_a_register_app_repeat_with_another_name_is_a_documented_conflict() -> None:
+    """Issue 22 §3.6: the CONFLICT was undocumented."""
+    flat = " ".join(DOC.split())
+    assert "`CONFLICT` for a repeat of a registered `app_id` with another `name`" in flat
+    assert "a `REGISTER_APP` repeat of a registered `app_id` with another `name`" in flat

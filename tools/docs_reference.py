@@ -9,7 +9,9 @@ Each function returns one Markdown page:
   ``ClientConfig`` in ``croupier.core.config``): field, type, default, and the meaning their
   docstrings give;
 - ``metrics_reference()``: every Prometheus metric a worker and a master expose, read from
-  their registries (``croupier.ops.metrics``): name, type, labels and help.
+  their registries (``croupier.ops.metrics``): name, type, labels and help;
+- ``http_reference()``: the paths of the HTTP API, read from its OpenAPI document
+  (``croupier.ops.openapi``).
 
 Nothing here is copied by hand: a flag, a setting or a metric added to the code appears on
 the site at the next build, and ``tests/tools/test_docs_site.py`` checks that each does.
@@ -35,6 +37,7 @@ __all__ = [
     "cli_commands",
     "cli_reference",
     "config_reference",
+    "http_reference",
     "metrics",
     "metrics_reference",
 ]
@@ -332,7 +335,45 @@ def metrics_reference() -> str:
     return "\n".join(out) + "\n"
 
 
-PAGES = {"cli": cli_reference, "config": config_reference, "metrics": metrics_reference}
+# -- the HTTP API --------------------------------------------------------------------------
+
+
+def http_reference() -> str:
+    """The HTTP API's paths, from the OpenAPI document the services serve."""
+    from croupier.ops.openapi import openapi_document
+
+    doc = openapi_document()
+    out = [
+        "# HTTP API",
+        "",
+        _GENERATED,
+        "",
+        _cell(doc["info"]["description"]),
+        "",
+        "Every master and worker serves, on `--http HOST:PORT`: `/metrics` (Prometheus text"
+        " format, [metrics](metrics.md)), `/api/v1/openapi.json` (the OpenAPI"
+        f" {doc['openapi']} document this page is generated from), the paths below (JSON,"
+        " `GET` only), and on a master `/`, the status page ([monitoring](../guides/monitoring.md)).",
+        "",
+        "| path | served by | what | responses |",
+        "|---|---|---|---|",
+    ]
+    for path, item in doc["paths"].items():
+        op = item["get"]
+        who = ", ".join(op.get("tags", []))
+        codes = "; ".join(f"`{code}` {_cell(r['description'])}" for code, r in op["responses"].items())
+        params = ", ".join(f"`{p['name']}` ({p['schema']['type']})" for p in op.get("parameters", []))
+        what = _cell(op["summary"]) + (f". Parameters: {params}" if params else "")
+        out.append(f"| `{path}` | {who} | {what} | {codes} |")
+    return "\n".join(out) + "\n"
+
+
+PAGES = {
+    "cli": cli_reference,
+    "config": config_reference,
+    "metrics": metrics_reference,
+    "http": http_reference,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

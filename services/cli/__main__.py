@@ -4,4 +4,5 @@ import sys
 
 from croupier.services.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (tests import every one) runs nothing
+    sys.exit(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 
 from croupier.core.config import MasterConfig, parse_duration
 from croupier.services.cli._common import (
@@ -53,8 +54,7 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_master(args: argparse.Namespace) -> int:
     from croupier.core.config import parse_size
-    from croupier.core.urls import parse_listen
-    from croupier.services.master import MasterService
+    from croupier.ops.logs import held_logs
 
     config = MasterConfig(
         worker_timeout=parse_duration(args.worker_timeout),
@@ -64,6 +64,16 @@ def cmd_master(args: argparse.Namespace) -> int:
         **_quota_settings(args),
         max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
     )
+    # the bound URL is the first line on stdout, so scripts can read it; the start-up's log
+    # lines (stderr) wait for it, so that it is the first line of both captured together too
+    with held_logs() as url_printed:
+        return _serve_master(args, config, url_printed)
+
+
+def _serve_master(args: argparse.Namespace, config: MasterConfig, url_printed: Callable[[], None]) -> int:
+    from croupier.core.urls import parse_listen
+    from croupier.services.master import MasterService
+
     if args.ha:
         from croupier.services.ha_master import HaMasterService
 
@@ -79,6 +89,7 @@ def cmd_master(args: argparse.Namespace) -> int:
             http=_http_listen(args, parse_listen(args.listen).removeprefix("tcp://").rpartition(":")[0]),
         ) as member:
             print(member.url, flush=True)
+            url_printed()
             if member.http is not None:
                 logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", member.http.url)
             _wait_for_signal()
@@ -89,8 +100,8 @@ def cmd_master(args: argparse.Namespace) -> int:
     listen = parse_listen(args.listen)
     http = _http_listen(args, listen.removeprefix("tcp://").rpartition(":")[0])
     with MasterService(listen, data_dir, config=config, curve=curve, secret=secret, http=http) as master:
-        # the bound URL is the first line on stdout, so scripts can read it
         print(master.url, flush=True)
+        url_printed()
         logging.getLogger("croupier").info("data dir %s", data_dir)
         if master.http is not None:
             logging.getLogger("croupier").info("HTTP (metrics, API, status page) on %s", master.http.url)

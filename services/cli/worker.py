@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from croupier.core.config import WorkerConfig, parse_duration
@@ -133,6 +134,15 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from croupier.ops.logs import held_logs
+
+    # the worker id is the first line on stdout, so scripts can read it; the start-up's log
+    # lines (stderr) wait for it, so that it is the first line of both captured together too
+    with held_logs() as id_printed:
+        return _serve_worker(args, id_printed)
+
+
+def _serve_worker(args: argparse.Namespace, id_printed: Callable[[], None]) -> int:
     from croupier.services.worker import WorkerService
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
@@ -145,8 +155,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     _log_field("worker_id", service.worker_id)
     with service as worker:
-        # the worker id is the first line on stdout, so scripts can read it
         print(worker.worker_id, flush=True)
+        id_printed()
         logging.getLogger("croupier").info("worker %s: %s, dirs %s", worker.worker_id, worker.urls, dirs)
         if worker.http is not None:
             logging.getLogger("croupier").info("worker %s: HTTP on %s", worker.worker_id, worker.http.url)

@@ -537,6 +537,9 @@ class RpcServer:
             except Unauthorized as exc:
                 self._refuse(peer, header.msg_type, header.request_id, exc)
                 return
+            except CroupierError as exc:  # the verifier's answer for an app unknown here
+                Responder(self, peer, header.msg_type, header.request_id).error(exc)
+                return
         request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme)
         responder = Responder(self, peer, header.msg_type, header.request_id)
         # the request's app and shuffle ids go on the lines logged while handling it

@@ -76,6 +76,16 @@ public final class MapWriter implements AutoCloseable {
   }
 
   /**
+   * {@link #pushBatch(int, byte[], int, int)} of the whole array, handed over without a copy:
+   * the caller must not change {@code data} afterwards (it may be resent after a revive).
+   */
+  public void pushBatch(int partition, byte[] data) {
+    if (open(partition)) {
+      submit(List.of(batch(partition, data, 0, data.length)));
+    }
+  }
+
+  /**
    * Adds one record to {@code partition}, framed as the Python SDK frames records (u32 LE
    * length + bytes); records are packed into batches of about {@code pushBufferSize} bytes.
    *

@@ -71,15 +71,18 @@ final class Connection implements AutoCloseable {
   }
 
   private void handshake(String peer) throws IOException {
-    writer.writeRaw(Greeting.client());
+    // RFC 23: the signature and major version first; libzmq then sends its whole greeting, so
+    // its mechanism is checked before ours goes out (a CURVE server closes a NULL peer at once)
+    byte[] ours = Greeting.client();
+    writer.writeRaw(java.util.Arrays.copyOf(ours, 11));
     byte[] greeting;
     try {
       greeting = reader.readExactly(Greeting.SIZE);
     } catch (java.io.EOFException e) {
-      throw new ZmtpException(peer + " closed the connection during the ZMTP greeting"
-          + " (a ZMTP 3 server of another mechanism, e.g. --curve, or not a ZeroMQ server)", false);
+      throw new ZmtpException(peer + " closed the connection during the ZMTP greeting", false);
     }
     Greeting.check(greeting, peer);
+    writer.writeRaw(java.util.Arrays.copyOfRange(ours, 11, Greeting.SIZE));
     writer.writeCommand(Command.ready("DEALER"));
     FrameReader.Frame f = reader.readFrame();
     if (!f.command()) {

@@ -29,12 +29,7 @@ final class Greeting {
    * @throws ZmtpException (permanent) for another protocol, version or mechanism
    */
   static void check(byte[] g, String peer) throws ZmtpException {
-    if ((g[0] & 0xff) != 0xff || g[9] != 0x7f) {
-      throw new ZmtpException(peer + " is not a ZeroMQ (ZMTP) server: bad greeting signature", true);
-    }
-    if (g[10] < 3) {
-      throw new ZmtpException(peer + " speaks ZMTP " + g[10] + ".x; Croupier servers speak 3.0", true);
-    }
+    checkSignature(g, peer);
     String mech = mechanism(g);
     if ("CURVE".equals(mech)) {
       throw new ZmtpException(
@@ -45,6 +40,19 @@ final class Greeting {
     }
     if (!"NULL".equals(mech)) {
       throw new ZmtpException(peer + " requires the " + mech + " mechanism; this client has NULL only", true);
+    }
+  }
+
+  /**
+   * Checks the first 11 bytes of a server's greeting: the signature and a major version of 3 or
+   * more.
+   */
+  static void checkSignature(byte[] g, String peer) throws ZmtpException {
+    if ((g[0] & 0xff) != 0xff || g[9] != 0x7f) {
+      throw new ZmtpException(peer + " is not a ZeroMQ (ZMTP) server: bad greeting signature", true);
+    }
+    if (g[10] < 3) {
+      throw new ZmtpException(peer + " speaks ZMTP " + g[10] + ".x; Croupier servers speak 3.0", true);
     }
   }
 
