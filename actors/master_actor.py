@@ -11,7 +11,15 @@ Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded
 events and the reply to the committer -> the committer appends the group to the
 log and only then sends the reply. Replies therefore leave in command order (but
 for REGISTER_SHUFFLE and REVIVE_PARTITION, which then wait for the workers'
-``RESERVE`` acks), and a reply is never sent for state a crash could take back.
+``RESERVE`` acks, and for the reads of one shuffle below), and a reply is never sent
+for state a crash could take back.
+
+Reads of one shuffle (GET_LOCATIONS, GET_LOCATIONS_BATCH, GET_SHUFFLE) are answered at
+once, on this thread, when every event they can show is durable: the last event of
+their shuffle and the last event of no shuffle (workers, apps, terms) are at or below
+the committer's ``durable_seq`` (the log's own answer to its last append). So a read of
+a quiet shuffle does not wait behind the group commits of busy ones' MAPPER_ENDs; a
+read of a shuffle with events in flight waits for them as before.
 
 If an append fails, the committer refuses everything decided after it, and this
 actor reloads its state from the log (``Reload``) before it accepts more.
@@ -47,6 +55,9 @@ from croupier.core.commands import (
     AppHeartbeat,
     Command,
     DirReport,
+    GetLocations,
+    GetLocationsBatch,
+    GetShuffle,
     LoseWorker,
     RegisterApp,
     RegisterShuffle,
@@ -100,6 +111,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
+# Reads of one shuffle: answered at once when every event they can show is durable (the
+# others' replies wait for the group commits queued before them, whatever they read)
+_SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
+_TOUCHED_MAX = 10_000
 ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
 
 
@@ -200,12 +215,16 @@ class MasterActor(pykka.ThreadingActor):
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
         self._last_snapshot = 0
+        # seq of the last event folded per (app, shuffle), and of the last one of no shuffle
+        self._touched: dict[tuple[str, int], int] = {}
+        self._touched_all = 0
         self.commands = 0
 
     # -- lifecycle (actor thread) ---------------------------------------------------------
     def on_start(self) -> None:
         try:
             self._load()
+            self._committer.durable_seq = self.state.seq
             self._committer.start()
             if self._coordinator is not None:  # side effects on workers: commits, and reservations
                 self._reserver = ReservationSender(
@@ -313,6 +332,7 @@ class MasterActor(pykka.ThreadingActor):
                     self._unwritable_reason = f"the event log cannot be read: {exc.message}"
                     log.error("reload after %r failed: %s", reason, exc)
                     return None
+                self._committer.durable_seq = max(self._committer.durable_seq, self.state.seq)
                 self._committer.reset()
                 self._writable = True
                 log.warning("state reloaded from the log after: %s", reason)
@@ -393,6 +413,7 @@ class MasterActor(pykka.ThreadingActor):
                 apply(self.state, event)
                 self.state.seq += 1
                 records.append(encode_json(event_object(event)))  # what encode_event writes, by orjson
+                self._touch(event)
                 self._after(event, now)
         except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)
@@ -405,10 +426,31 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_http[command.worker_id] = command.http_port
         if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
             self._apps[command.app_id].tell(AppHeartbeatSeen(now))
-        self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
+        if not events and isinstance(command, _SHUFFLE_READS) and self._reads_durable(command):
+            _answer_now(reply, to_json(body))
+        else:
+            self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
         if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
             self._last_snapshot = self.state.seq
             self._committer.submit_snapshot(self.state.seq, self.state.snapshot_bytes())
+
+    def _touch(self, event: Event) -> None:
+        """Note the seq of ``event`` (just folded) against its shuffle, or against everything."""
+        app, shuffle = getattr(event, "app_id", None), getattr(event, "shuffle_id", None)
+        if app is None or shuffle is None:
+            self._touched_all = self.state.seq  # workers, apps, terms: every reply may show them
+            return
+        if len(self._touched) >= _TOUCHED_MAX:  # forget what is durable: it no longer holds a read
+            durable = self._committer.durable_seq
+            self._touched = {k: s for k, s in self._touched.items() if s > durable}
+        self._touched[(app, shuffle)] = self.state.seq
+
+    def _reads_durable(self, command: Command) -> bool:
+        """Whether everything a read of ``command``'s shuffle can show is durable already, so
+        that its reply need not wait behind the group commits of other shuffles' events."""
+        read: Any = command  # one of _SHUFFLE_READS
+        last = max(self._touched.get((read.app_id, read.shuffle_id), 0), self._touched_all)
+        return last <= self._committer.durable_seq
 
     def _after_reserve(
         self, command: Command, events: list[Event], reply: ReplyFn | None, body: dict[str, Any]
@@ -578,6 +620,16 @@ class MasterActor(pykka.ThreadingActor):
             worker_dirs=dict(sorted(self._worker_dirs.items())),
             worker_http=dict(sorted(self._worker_http.items())) or None,
         )
+
+
+def _answer_now(reply: ReplyFn | None, body: dict[str, Any]) -> None:
+    """Reply on this thread (a read whose state is durable), as the committer would."""
+    if reply is None:
+        return
+    try:
+        reply(body, None)
+    except Exception:
+        log.exception("reply callback failed")
 
 
 def _deliver(

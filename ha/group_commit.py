@@ -95,6 +95,9 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self.groups = 0
         self.records = 0
+        # the seq of the last record known durable: the log's answer to each append (the
+        # owner sets it after loading); read on the owner's thread, so a plain int
+        self.durable_seq = 0
 
     @property
     def generation(self) -> int:
@@ -199,7 +202,7 @@ class GroupCommitter:
         error: CroupierError | None = None
         try:
             if records:
-                self._log.append(records)
+                self.durable_seq = self._log.append(records)
                 self.groups += 1
                 self.records += len(records)
             for item in live:
