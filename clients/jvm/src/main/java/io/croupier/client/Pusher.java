@@ -377,9 +377,4 @@ final class Pusher {
     }
     return List.of();
   }
-
-  /** Checks whether a {@code soft_split} reply field is well-formed (used by {@link SoftSplits}). */
-  static boolean isPair(JsonNode item) {
-    return item.isArray() && item.size() == 2 && item.get(0).isInt() && item.get(1).isInt();
-  }
 }
