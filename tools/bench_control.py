@@ -25,6 +25,7 @@ from typing import Any
 
 from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap
+from croupier.core.replies import RegisterAppReply, RegisterWorkerReply, ShuffleSummary
 
 __all__ = ["control_rate", "control_scenarios"]
 
@@ -63,8 +64,8 @@ def _probe(url: str, app_id: str, shuffle_id: int, stop: Any, out: Any) -> None:
 def _probe_shuffle(master: Any, app: str) -> int:
     """A shuffle of ``PROBE_PARTITIONS`` partitions where ``PROBE_MAPS`` maps ended; one more
     map never ends, so that no commit (of workers that do not exist) runs meanwhile."""
-    reply = master.call(c.RegisterShuffle(app, PROBE_MAPS + 1, PROBE_PARTITIONS, replicate=False))
-    sid = int(str(reply["shuffle_id"]))
+    shuffle = c.RegisterShuffle(app, PROBE_MAPS + 1, PROBE_PARTITIONS, replicate=False)
+    sid = int(master.request(shuffle, ShuffleSummary).shuffle_id)
     every = encode_bitmap(b"\xff" * (PROBE_PARTITIONS // 8))
     for m in range(PROBE_MAPS):
         master.call(c.MapperEnd(app, sid, m, 0, PROBE_PARTITIONS, every))
@@ -120,10 +121,11 @@ def control_rate(
     from croupier.transports.master_client import MasterClient
 
     with MasterClient(url, timeout=30.0, deadline=60.0) as master:
-        master.call(c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"))
-        app = str(master.call(c.RegisterApp("bench"))["app_id"])
-        reply = master.call(c.RegisterShuffle(app, commands, 1, replicate=False))
-        sid = int(str(reply["shuffle_id"]))
+        master.request(
+            c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"), RegisterWorkerReply
+        )
+        app = master.request(c.RegisterApp("bench"), RegisterAppReply).app_id
+        sid = master.request(c.RegisterShuffle(app, commands, 1, replicate=False), ShuffleSummary).shuffle_id
         probe_sid = _probe_shuffle(master, app) if probe else None
     ctx = multiprocessing.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()

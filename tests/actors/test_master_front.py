@@ -63,7 +63,7 @@ def test_serving_enriches_status_with_the_ensemble(front: MasterFront, rpc: RpcC
     master = call(rpc, c.Status())["master"]
     assert master["role"] == "standalone" and master["url"] == front.url
     assert master["log"] == "MemoryEventLog" and master["followers"] == ["tcp://f:1"]
-    assert front.describe()["commands"] == 2
+    assert front.describe().commands == 2
 
 
 def test_take_seat_logs_the_take_over_then_serves_as_leader(front: MasterFront, rpc: RpcClient) -> None:

@@ -32,9 +32,9 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.index import IndexBuilder
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, RpcClient, RpcServer
 from tests.storage.helpers import append, batch, key, seal
 
