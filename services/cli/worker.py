@@ -37,7 +37,12 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     w.add_argument("--dirs", default="", help="data directories, comma-separated (one flusher each)")
     w.add_argument("--memory", default="1GiB", help="buffered bytes before pushes are answered CONGESTED")
     w.add_argument("--slots", type=int, default=100_000)
-    w.add_argument("--heartbeat", default="10s")
+    w.add_argument(
+        "--heartbeat",
+        default=None,
+        help="seconds between heartbeats (default: 10s at most, and at most a third of the"
+        " master's --worker-timeout, which it tells the worker)",
+    )
     w.add_argument(
         "--fsync",
         action="store_true",
@@ -115,7 +120,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
     from croupier.core.config import parse_size
 
     return WorkerConfig(
-        heartbeat_interval=parse_duration(args.heartbeat),
+        heartbeat_interval=None if args.heartbeat is None else parse_duration(args.heartbeat),
         memory_cap=parse_size(args.memory),
         slots=args.slots,
         commit_fsync=args.fsync,
