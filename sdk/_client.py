@@ -61,7 +61,7 @@ from croupier.core.commands import (
     UnregisterApp,
     UnregisterShuffle,
 )
-from croupier.core.config import ClientConfig, heartbeat_every, heartbeat_too_slow
+from croupier.core.config import DEFAULT_HEARTBEAT_INTERVAL, ClientConfig, heartbeat_every, heartbeat_too_slow
 from croupier.core.errors import (
     BadRequest,
     CroupierError,
@@ -472,7 +472,7 @@ class App:
         self.name = name
         self.app_key = app_key
         self.heartbeats = 0
-        self.heartbeat_interval = heartbeat_every(client.config.app_heartbeat_interval, None)
+        self.heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL  # until _start_heartbeats
         self._timeout: float | None = None  # the master's app timeout, as last told
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -540,6 +540,8 @@ class App:
 
     def _told(self, timeout: float | None, *, registering: bool = False) -> None:
         configured = self.client.config.app_heartbeat_interval
+        if registering:
+            self.heartbeat_interval = heartbeat_every(configured, timeout)
         if timeout is None or (timeout == self._timeout and not registering):
             return
         self._timeout = timeout
