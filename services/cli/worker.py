@@ -35,6 +35,15 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     w.add_argument("--master", required=True)
     w.add_argument("--listen", default="127.0.0.1")
     w.add_argument("--dirs", default="", help="data directories, comma-separated (one flusher each)")
+    add_worker_settings(w)
+    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
+    _add_http_flag(w)
+    w.set_defaults(func=cmd_worker)
+
+
+def add_worker_settings(w: argparse.ArgumentParser) -> None:
+    """The flags of a worker's ``WorkerConfig`` (``worker_config``): ``croupier worker``'s, and
+    ``croupier local``'s for its workers."""
     w.add_argument("--memory", default="1GiB", help="buffered bytes before pushes are answered CONGESTED")
     w.add_argument("--slots", type=int, default=100_000)
     w.add_argument(
@@ -67,10 +76,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
-    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
     _add_memory_tier_flags(w)
-    _add_http_flag(w)
-    w.set_defaults(func=cmd_worker)
 
 
 def _add_memory_tier_flags(w: argparse.ArgumentParser) -> None:
