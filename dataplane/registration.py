@@ -29,7 +29,7 @@ from croupier.core.codec import from_json
 from croupier.core.commands import MAX_DIRS, RegisterWorker, WorkerHeartbeat
 from croupier.core.config import heartbeat_every, heartbeat_too_slow
 from croupier.core.errors import CroupierError, UnknownWorker
-from croupier.core.replies import RegisterWorkerReply, WorkerHeartbeatReply
+from croupier.core.replies import WorkerHeartbeatReply
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.pushed import PushedBytes
 from croupier.storage.store import DirState
@@ -40,6 +40,15 @@ __all__ = ["Registration"]
 log = logging.getLogger(__name__)
 
 _RETRY_S = 0.5  # between registration attempts, before the first beat
+
+
+def _worker_timeout(body: object) -> float | None:
+    """A ``REGISTER_WORKER`` or ``WORKER_HEARTBEAT`` reply's ``worker_timeout`` (seconds), or
+    None: a master that does not say it (older), or a value that is not a positive number."""
+    value = body.get("worker_timeout") if isinstance(body, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)
 
 
 class Registration:
@@ -110,7 +119,7 @@ class Registration:
                     body = self._master.call(self._register)
                     self._registered.set()
                     log.info("registered with the master as %s", self._register.worker_id)
-                    self._told(from_json(RegisterWorkerReply, body).worker_timeout, registering=True)
+                    self._told(_worker_timeout(body), registering=True)
                 self._beat()
             except UnknownWorker:
                 log.warning("the master does not know this incarnation; registering again")
@@ -160,8 +169,10 @@ class Registration:
                 http_port=self.http_port,
             )
         )
+        self._told(_worker_timeout(body))
+        if self._on_status is None and not (self._orphans is not None and held):
+            return
         reply = from_json(WorkerHeartbeatReply, body)
-        self._told(reply.worker_timeout)
         if self._orphans is not None and held and reply.unknown:
             self._orphans.unknown(seq, held, reply.unknown)
         if self._on_status is not None:
