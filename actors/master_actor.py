@@ -93,6 +93,9 @@ from croupier.transports.log_context import LOG_FIELDS, enter, object_fields
 from croupier.transports.secret import AppTags
 
 __all__ = [
+    "Describe",
+    "GetStatus",
+    "Inspect",
     "MasterActor",
     "Reload",
     "ReplyFn",
@@ -158,6 +161,23 @@ def _with_timeouts(body: Any, config: MasterConfig) -> Any:
     if isinstance(body, RegisterAppReply | AppHeartbeatReply):
         return dataclasses.replace(body, app_timeout=config.app_timeout)
     return body
+
+
+@dataclass(frozen=True, slots=True)
+class Describe:
+    """Ask: the actor's soft state, ``MasterInfo`` as JSON values (tests and the CLI)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetStatus:
+    """Ask: STATUS as an admin would get it, as JSON values (the HTTP API and the metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inspect:
+    """Ask: ``fn(state)``, run on the actor's thread (the HTTP API reads the state this way)."""
+
+    fn: Callable[[MasterState], Any]
 
 
 class MasterActor(pykka.ThreadingActor):
@@ -332,11 +352,11 @@ class MasterActor(pykka.ThreadingActor):
             case SetWritable(writable, reason):
                 self._writable = writable
                 self._unwritable_reason = reason
-            case "describe":
+            case Describe():
                 return to_json(self._master_info())
-            case "status":  # the HTTP API (croupier.ops): STATUS as an admin would get it
+            case GetStatus():
                 return self._status()
-            case ("inspect", fn):  # the HTTP API: read the state on this thread
+            case Inspect(fn):
                 return fn(self.state)
             case _:
                 log.warning("MasterActor ignored unknown message %r", message)

@@ -35,12 +35,15 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import pykka
 
 from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import (
+    Describe,
+    GetStatus,
+    Inspect,
     MasterActor,
     Reload,
     ReplyFn,
@@ -67,6 +70,7 @@ from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable, UnknownApp
 from croupier.core.replies import ChangedReply
+from croupier.core.state import MasterState
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import EventLog
 from croupier.transports.auth import Signer, verifier_for
@@ -77,6 +81,8 @@ from croupier.transports.secret import AppTags, ClusterSecret
 __all__ = ["IdleAnswer", "MasterFront"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 IdleAnswer = Callable[[Command], dict[str, Any]]
 """Answers a command while no actor serves: returns a reply body, or raises a ``CroupierError``."""
@@ -306,12 +312,21 @@ class MasterFront:
         actor = self._actor
         if actor is None:
             raise Unavailable("this master is not serving")
-        result: dict[str, Any] = actor.ask("describe", block=True)
+        result: dict[str, Any] = actor.ask(Describe(), block=True)
         return result
 
-    def ask(self, message: Any) -> Any:
-        """Ask the serving actor ``"status"`` or ``("inspect", fn)`` (the HTTP API);
+    def status(self) -> dict[str, Any] | None:
+        """STATUS as an admin would get it, as JSON values (the HTTP API and the metrics);
         None when no actor serves (a follower, or starting or stopping)."""
+        status: dict[str, Any] | None = self._ask(GetStatus())
+        return status
+
+    def inspect(self, fn: Callable[[MasterState], R]) -> R | None:
+        """``fn(state)`` on the serving actor's thread (the HTTP API); None when no actor serves."""
+        result: R | None = self._ask(Inspect(fn))
+        return result
+
+    def _ask(self, message: Describe | GetStatus | Inspect) -> Any:
         actor = self._actor
         if actor is None:
             return None

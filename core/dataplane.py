@@ -386,7 +386,7 @@ class DestroyReply:
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfoReply:
-    """``WORKER_INFO`` (and the worker's ``PING``): what the worker holds right now.
+    """``WORKER_INFO``: what the worker holds right now.
 
     ``urls`` maps each port's name (control, push, replicate, fetch) to its endpoint;
     ``congested`` counts the pushes refused as congested so far; ``disk_util`` and

@@ -8,13 +8,14 @@ of the shuffle starts after that, so none recreates a removed file. The wait and
 removal run on a one-thread pool owned here (``close`` ends it), and the reply is sent
 from there, so a slow actor never holds up the other control requests.
 
-State: the destroy pool. WORKER_INFO and PING are answered with ``info()``.
+State: the destroy pool. WORKER_INFO is answered with ``info()``, PING with the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -55,7 +56,7 @@ class ControlHandler:
     reservations: the locations placed here.
     store: the committed files.
     incarnation: this worker's, reported in COMMIT_FILES replies.
-    info: what WORKER_INFO and PING answer.
+    info: what WORKER_INFO answers (PING answers only the worker's clock).
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
     pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
     split: the locations' sizes for the split threshold, forgotten at COMMIT_FILES and DESTROY.
@@ -127,8 +128,10 @@ class ControlHandler:
                 self._app_tags.drop(destroy.app_id)
             dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
             self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
-        else:
+        elif request.msg_type == MsgType.WORKER_INFO:
             responder.ok(encode_reply(self._info()))
+        else:  # PING is open: nothing about the worker, only its clock (PROTOCOL §2.1, §5.2)
+            responder.ok({"pong": True, "time_us": time.time_ns() // 1000})
 
     def drop_orphan(self, app_id: str, shuffle_id: int) -> None:
         """Destroy a shuffle the master no longer knows (its DESTROY never came), as DESTROY does.

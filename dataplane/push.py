@@ -45,10 +45,10 @@ from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
+from croupier.storage.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
 from croupier.transports.digest import AppKeys, digest_ok
-from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
 from croupier.transports.secret import AppTags, ClusterSecret
 

@@ -57,12 +57,12 @@ from croupier.ops.http import HttpEndpoint, parse_http, worker_routes
 from croupier.ops.metrics import WorkerGauges, WorkerMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
 from croupier.transports.secret import AppTags, ClusterSecret

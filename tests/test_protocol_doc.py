@@ -193,3 +193,10 @@ def test_a_register_app_repeat_with_another_name_is_a_documented_conflict() -> N
     flat = " ".join(DOC.split())
     assert "`CONFLICT` for a repeat of a registered `app_id` with another `name`" in flat
     assert "a `REGISTER_APP` repeat of a registered `app_id` with another `name`" in flat
+
+
+def test_a_workers_ping_reply_is_documented() -> None:
+    """Issue 22 §3.7: a worker's clock too (it checks nonces as the master does)."""
+    flat = " ".join(_section("5").split())
+    assert "answers `PING` (type 1, on its control port, open to anyone, body `{}`)" in flat
+    assert 'with `{"pong": true, "time_us": int}`: its clock' in flat
