@@ -468,8 +468,7 @@ def map_reduce(
         on_task: called in the driver with a ``TaskEvent`` when an executor starts and exits.
         recoveries: rounds of recomputing map output lost after the commit (a reduce task's
             ``DataLostError``) through ``Shuffle.rerun``, where the SDK has it; 0 = raise.
-        num_maps: map tasks, each a slice of consecutive items (default
-            ``MAPS_PER_EXECUTOR * executors``; at most one per item).
+        num_maps: map tasks, each a slice of consecutive items (default 4 per executor).
 
     Raises:
         ValueError: a size below 1.
@@ -477,12 +476,7 @@ def map_reduce(
         CroupierError: the cluster refused or could not be reached.
     """
     items = list(inputs)
-    reduce_tasks = reducers if reducers is not None else min(executors, num_partitions)
-    maps = num_maps if num_maps is not None else MAPS_PER_EXECUTOR * executors
-    if min(num_partitions, executors, reduce_tasks, task_attempts, workers, maps) < 1:
-        raise ValueError(
-            "num_partitions, executors, reducers, task_attempts, workers and num_maps must be >= 1"
-        )
+    reduce_tasks, maps = _sizes(num_partitions, executors, reducers, task_attempts, workers, num_maps)
     if not items:
         return {}
     slices = _split(items, maps)
@@ -499,6 +493,28 @@ def map_reduce(
             with contextlib.suppress(croupier.CroupierError):
                 app.unregister()
     return dict(itertools.chain.from_iterable(p.items() for p in parts.values()))
+
+
+def _sizes(
+    num_partitions: int,
+    executors: int,
+    reducers: int | None,
+    attempts: int,
+    workers: int,
+    num_maps: int | None,
+) -> tuple[int, int]:
+    """``(reduce tasks, map tasks)``, their defaults applied.
+
+    Raises:
+        ValueError: a size below 1.
+    """
+    reduce_tasks = reducers if reducers is not None else min(executors, num_partitions)
+    maps = num_maps if num_maps is not None else MAPS_PER_EXECUTOR * executors
+    if min(num_partitions, executors, reduce_tasks, attempts, workers, maps) < 1:
+        raise ValueError(
+            "num_partitions, executors, reducers, task_attempts, workers and num_maps must be >= 1"
+        )
+    return reduce_tasks, maps
 
 
 def _split(items: list[Any], tasks: int) -> list[tuple[Any, ...]]:
