@@ -14,6 +14,7 @@ from croupier.services.cli._common import (
     _Subparsers,
     _wait_for_signal,
 )
+from croupier.services.cli.worker import add_worker_settings, worker_config
 
 ORDER = 40  # its place in ``croupier --help``
 
@@ -29,6 +30,7 @@ def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
     _add_quota_flags(loc)
+    add_worker_settings(loc)  # its workers' (``[worker]`` and ``CROUPIER_WORKER_*`` apply too)
     _add_secret_flag(loc, "the cluster secret (default: <data-dir>/secret, created)")
     loc.set_defaults(func=cmd_local)
 
@@ -53,6 +55,7 @@ def _run_local(args: argparse.Namespace) -> int:
         processes=True,
         ha=args.ha,
         master_args=_quota_argv(args),
+        worker_config=worker_config(args),
         curve=args.curve,
     ) as cluster:
         print(cluster.master_url, flush=True)
