@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
+from croupier.core.config import WorkerConfig
 from croupier.services.cli._common import (
     _add_curve_flags,
     _add_quota_flags,
@@ -45,6 +47,13 @@ def cmd_local(args: argparse.Namespace) -> int:
         return 2
 
 
+def _local_worker_config(args: argparse.Namespace) -> WorkerConfig:
+    """The workers' settings: the worker flags given (or from ``[worker]``, ``CROUPIER_WORKER_*``);
+    without ``--heartbeat`` they beat every second, as ``LocalCluster``'s did (a live status page)."""
+    config = worker_config(args)
+    return config if config.heartbeat_interval is not None else replace(config, heartbeat_interval=1.0)
+
+
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
@@ -55,7 +64,7 @@ def _run_local(args: argparse.Namespace) -> int:
         processes=True,
         ha=args.ha,
         master_args=_quota_argv(args),
-        worker_config=worker_config(args),
+        worker_config=_local_worker_config(args),
         curve=args.curve,
     ) as cluster:
         print(cluster.master_url, flush=True)
