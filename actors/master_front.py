@@ -404,7 +404,7 @@ class MasterFront:
         burst, self._burst = self._burst, []
         actor = self._actor
         if actor is not None:
-            actor.tell(SubmitMany(burst))
+            actor.tell(SubmitMany(burst, validated=True))  # decode_command validated them
             return
         for _, reply in burst:
             if reply is not None:
