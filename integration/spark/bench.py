@@ -56,6 +56,7 @@ public class B3Rate {
 }
 """
 
+
 def blake3_rate(jars: Path) -> float:
     """Bytes per CPU second of keyed BLAKE3 in this JVM (commons-codec, 256 KiB inputs)."""
     with tempfile.TemporaryDirectory(prefix="croupier-b3-") as tmp:
