@@ -29,7 +29,13 @@ import blake3
 
 from croupier.core.errors import CroupierError
 from croupier.storage.store import LocationKey, PartitionStore
-from croupier.transports.objstore import MULTIPART_PART, ObjectStore, ObjectStoreError, object_key
+from croupier.transports.objstore import (
+    MULTIPART_PART,
+    ObjectStore,
+    ObjectStoreError,
+    app_prefix,
+    object_key,
+)
 
 __all__ = ["OffloadedCopy", "Offloader"]
 
@@ -99,10 +105,23 @@ class Offloader:
             "lag_seconds": 0.0 if oldest is None else time.monotonic() - oldest,
         }
 
-    def forget(self, app_id: str) -> None:
-        """An app is gone: its copies are no longer remembered as uploaded."""
+    def delete(self, app_id: str, shuffle_id: int | None) -> int:
+        """DESTROY: delete the objects of a shuffle (None: of the whole app); how many.
+
+        Every worker of the shuffle deletes the same prefix: deleting is idempotent. A failure
+        is logged; the master's orphan sweep removes what is left (issue 26)."""
         with self._lock:
-            self._done = {k for k in self._done if k.app_id != app_id}
+            self._done = {
+                k for k in self._done if not (k.app_id == app_id and shuffle_id in (None, k.shuffle_id))
+            }
+        prefix = app_prefix(app_id) + ("" if shuffle_id is None else f"{shuffle_id}/")
+        try:
+            keys = [o.key for o in self.objects.list(prefix)]
+            self.objects.delete(keys)
+        except ObjectStoreError as exc:
+            log.warning("deleting the objects under %s failed: %s", prefix, exc)
+            return 0
+        return len(keys)
 
     def close(self) -> None:
         for _ in self._threads:

@@ -46,6 +46,7 @@ from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.offload import Offloader
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
@@ -64,6 +65,7 @@ from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
+from croupier.transports.objstore import open_object_store
 from croupier.transports.rpc import Handler, RpcServer
 from croupier.transports.secret import AppTags, ClusterSecret
 
@@ -146,6 +148,7 @@ class WorkerService(Service):
         self._replicator: AsyncRpcClient | None = None
         self._fetch: FetchHandler | None = None
         self._control: ControlHandler | None = None
+        self.offloader: Offloader | None = None
         self._servers: dict[str, RpcServer] = {}
         self._registration: Registration | None = None
         self._flush_stats: list[FlushStats] = []
@@ -244,8 +247,16 @@ class WorkerService(Service):
             split=self.split,
             tier=self.tier,
             app_tags=self._app_tags,
+            offloader=self._offloader(store),
         )
         return fetch, control
+
+    def _offloader(self, store: PartitionStore) -> Offloader | None:
+        """The object-store offload (issue 26), when ``--object-store`` names a store."""
+        if self.config.object_store is None:
+            return None
+        self.offloader = Offloader(open_object_store(self.config.object_store), store)
+        return self.offloader
 
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
