@@ -65,7 +65,9 @@ class Offloader:
         *,
         threads: int = 2,
         on_offloaded: Callable[[OffloadedCopy], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
+        self._on_close = on_close
         self.objects = objects
         self._store = store
         self._on_offloaded = on_offloaded
@@ -129,6 +131,8 @@ class Offloader:
         for t in self._threads:
             t.join(30)
         self.objects.close()
+        if self._on_close is not None:
+            self._on_close()
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:

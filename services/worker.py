@@ -35,18 +35,19 @@ import pykka
 
 from croupier.actors.flusher import FlusherActor, FlushStats
 from croupier.actors.partition_actor import Failures, PartitionActor
-from croupier.core.commands import RegisterWorker
+from croupier.core.commands import RegisterWorker, ReportOffload
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, StaleLocation
+from croupier.core.replies import ChangedReply
 from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
-from croupier.dataplane.offload import Offloader
+from croupier.dataplane.offload import OffloadedCopy, Offloader
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
@@ -255,7 +256,23 @@ class WorkerService(Service):
         """The object-store offload (issue 26), when ``--object-store`` names a store."""
         if self.config.object_store is None:
             return None
-        self.offloader = Offloader(open_object_store(self.config.object_store), store)
+        master = MasterClient(
+            self._master_url,
+            timeout=10.0,
+            attempts=3,
+            curve=self._client_curve(),
+            signer=Signer.member(self._secret),
+        )
+
+        def report(copy: OffloadedCopy) -> None:
+            """Each uploaded copy becomes a CopiesOffloaded event in the master's log."""
+            k = copy.key
+            entry = (k.partition, k.epoch, str(k.role), copy.size, copy.digest)
+            master.request(ReportOffload(self.worker_id, k.app_id, k.shuffle_id, (entry,)), ChangedReply)
+
+        self.offloader = Offloader(
+            open_object_store(self.config.object_store), store, on_offloaded=report, on_close=master.close
+        )
         return self.offloader
 
     def _start_storage(self) -> PartitionStore:
