@@ -385,6 +385,7 @@ class WorkerService(Service):
                     {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
                 ),
                 load=lambda: dict(self.load),
+                offload=lambda: self.offloader.stats() if self.offloader is not None else {},
             )
         )
         if self._http_listen is not None:
@@ -416,6 +417,7 @@ class WorkerService(Service):
             "dirs": dirs,
             "throttled": sorted(self.throttle.throttled) if self.throttle is not None else [],
             "load": self.load,
+            "offload": self.offloader.stats() if self.offloader is not None else None,
         }
 
     def _client_curve(self) -> CurveClient | None:
