@@ -37,7 +37,7 @@ import zmq
 
 from croupier.actors.partition_actor import Batches, Failures, LostPairs
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
-from croupier.core.codec import from_json, to_json
+from croupier.core.codec import from_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Congested, CroupierError, DataLostError, HardSplit, Unavailable
@@ -208,7 +208,14 @@ class PushHandler:
             else:
                 answer.body(reply)
             return
-        body = to_json(Replicate(push.app_id, push.shuffle_id, push.replica.incarnation, push.batches))
+        # the REPLICATE's body is the PUSH's, checked above, with the replica's incarnation: its
+        # batch list is passed on as it was received (PROTOCOL §5.2)
+        body = {
+            "app_id": push.app_id,
+            "shuffle_id": push.shuffle_id,
+            "incarnation": push.replica.incarnation,
+            "batches": request.body["batches"],
+        }
         if answer is not None:
             answer.body(reply)
         done = answer.replicated if answer is not None else _answer(push.replica, responder, reply)
