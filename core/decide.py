@@ -349,7 +349,11 @@ def _register_app(
         existing = state.apps.get(cmd.app_id)
         if existing is not None:
             if existing.name != cmd.name:
-                raise Conflict(f"app {cmd.app_id} is registered with name {existing.name!r}")
+                # not a retry of that registration: an app id names one app (PROTOCOL §4)
+                raise Conflict(
+                    f"app {cmd.app_id} is registered with name {existing.name!r}, not {cmd.name!r}",
+                    {"app_id": cmd.app_id, "name": existing.name},
+                )
             if existing.tenant != tenant:
                 raise Unauthorized(f"app {cmd.app_id} belongs to another tenant")
             return RegisterAppReply(cmd.app_id, cmd.name), []
@@ -606,7 +610,7 @@ def _take_over(state: MasterState, cmd: TakeOver, now: float, rng: random.Random
 
 
 def _ping(state: MasterState, cmd: Ping, now: float, rng: random.Random) -> Decision:
-    return PingReply(True, state.term), []
+    return PingReply(True, state.term, round(now * 1_000_000)), []
 
 
 _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random], Decision]] = {

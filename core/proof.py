@@ -136,7 +136,7 @@ class Verdict:
 
 
 def expand_ranges(ranges: Iterable[Sequence[int]]) -> set[int]:
-    """The map ids in half-open ``[lo, hi]`` ranges.
+    """The map ids in ``[lo, hi]`` ranges, each the maps ``lo..hi-1`` (``hi`` excluded).
 
     Raises:
         ValueError: a range that is not two integers with ``0 <= lo <= hi``.

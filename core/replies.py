@@ -396,8 +396,12 @@ class TakeOverReply:
 
 @dataclass(frozen=True, slots=True)
 class PingReply:
+    """``time_us``: the master's clock, microseconds since the epoch (the unit of a nonce,
+    PROTOCOL §2.1), so that a client can tell clock skew from a wrong key."""
+
     pong: bool
     term: int
+    time_us: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -274,22 +274,28 @@ class PushHandler:
         request's maps, else HARD_SPLIT."""
         if not len(self._failures):
             return
-        failed: set[int] = set()
+        failed: set[tuple[int, int]] = set()
         pairs: set[tuple[int, int]] = set()
         for (partition, epoch), group in batches.groups.items():
             lost = self._failures.lost(LocationKey(app_id, shuffle_id, partition, epoch, role))
             if lost is None:
                 continue
-            failed.add(partition)
+            failed.add((partition, epoch))
             pairs.update((h.map_id, partition) for h, _, _ in group if (h.map_id, h.attempt_id) in lost)
         where = f"worker {self._identity.worker_id} ({role})"
         if pairs:
             raise _lost(sorted(pairs), self._identity.worker_id, f"{where}: the disk failed")
         if failed:
+            reason = "no disk with room or health is left"
+            # the split's form (PROTOCOL §3): [[partition, epoch]], what REVIVE_PARTITION takes
             raise HardSplit(
-                f"{where}: partitions {sorted(failed)} of shuffle {app_id}/{shuffle_id} take no more"
-                " data here (no disk with room or health is left): revive them",
-                {"partitions": sorted(failed), "failed_worker": self._identity.worker_id},
+                f"{where}: partitions {sorted(p for p, _ in failed)} of shuffle {app_id}/{shuffle_id}"
+                f" take no more data here ({reason}): revive them",
+                {
+                    "partitions": [[p, e] for p, e in sorted(failed)],
+                    "reason": reason,
+                    "failed_worker": self._identity.worker_id,
+                },
             )
 
     def _accept(

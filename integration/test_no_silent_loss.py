@@ -146,3 +146,38 @@ def test_a_bad_batch_of_a_losing_attempt_does_not_fail_the_partition(cluster: Lo
         assert flipped == 2  # in both copies
         check_all(sh, {0: [*winner, b"other"]})
         app.unregister()
+
+
+def test_one_bad_batch_in_both_copies_is_data_lost_for_that_map_only(cluster: LocalCluster) -> None:
+    # issue 22 §3.13: a bad digest used to make the reader drop the rest of the copy, so the
+    # maps whose batches came after it were named lost too, though every copy held them
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("one-bad-batch")
+        sh = app.register_shuffle(num_mappers=3, num_partitions=2, replicate=True)
+        records = {m: [f"map{m}-{i:05d}-".encode() * 100 for i in range(300)] for m in range(3)}
+        for m in range(3):  # one map after the other: map 0's batches come first in the files
+            with sh.writer(m) as w:
+                for r in records[m]:
+                    w.write(0, r)
+                w.write(1, f"map{m}".encode())
+        expected = {0: [r for m in range(3) for r in records[m]], 1: [b"map0", b"map1", b"map2"]}
+        check_all(sh, expected)  # committed, every copy intact
+        damaged = 0
+        for path in files(cluster, sh, "data"):
+            if not path.name.startswith("0-"):
+                continue
+            raw = bytearray(path.read_bytes())
+            batches = [(o, h) for o, h, _ in iter_batches(raw) if h.map_id == 0 and h.length]
+            assert len(batches) > 2  # map 0 sent several batches: damage its second one only
+            offset, _ = batches[1]
+            raw[offset + BATCH_HEADER.size + 7] ^= 0xFF
+            path.write_bytes(bytes(raw))
+            damaged += 1
+        assert damaged == 2  # partition 0's primary and replica
+        restart_all(cluster)  # the workers read their files again (nothing kept in memory)
+        with pytest.raises(DataLostError) as info:
+            list(sh.reader(0))
+        assert info.value.partitions == [0]
+        assert info.value.details["maps"] == [[0, 0]]
+        check_all(sh, {1: expected[1]})
+        app.unregister()

@@ -3,7 +3,7 @@
 The page is loaded while one mapper has ended and the other is still writing; the DOM
 after its scripts ran must show both workers (with their memory and disks) and the shuffle
 at 50%. The test also takes a screenshot: set ``CROUPIER_SCREENSHOT=PATH`` to keep it (the
-README's ``docs/status-page.png`` was made so). Skipped, with the reason, without chromium
+the monitoring guide's ``docs/status-page.png`` was made so). Skipped, with the reason, without chromium
 (``apt-get install chromium``).
 """
 

@@ -13,7 +13,7 @@ Routes (all read-only GETs):
 
 A follower master answers /api/v1 with 307 to the leader's HTTP endpoint when it knows it,
 else 503 ``{"error": "NOT_LEADER"}``. Everything here is served without credentials: bind it
-to an address only operators reach, like an admin port (README, "Operations").
+to an address only operators reach, like an admin port (docs/guides/monitoring.md).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ master front calls ``MasterMetrics.watch`` on each request; either way the respo
 wrapped by ``_Timed``, which observes the time from the request's arrival to its reply and
 counts the reply's code. No dataplane code changes for that.
 
-Metric names and their nearest Celeborn metric: README, "Operations".
+Metric names and their nearest Celeborn metric: docs/guides/monitoring.md; the generated
+list of every metric: the site's metrics reference (``croupier.tools.docs_reference``).
 """
 
 from __future__ import annotations

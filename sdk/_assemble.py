@@ -40,6 +40,7 @@ def parse_chunk(
     chunk: bytes | memoryview,
     wanted: Callable[[BatchHeader], bool] | None = None,
     key: bytes | None = None,
+    damage: list[str] | None = None,
 ) -> list[tuple[BatchHeader, memoryview]]:
     """Split a chunk into ``(header, data)`` and verify the digest of each batch kept.
 
@@ -47,10 +48,15 @@ def parse_chunk(
         chunk: batches back to back.
         wanted: which batches to keep (default: all); the others are dropped unverified.
         key: the app key digests are keyed with (None: unkeyed). A batch forged without it
-            fails like a corrupt one, so the reader drops the copy and reads the other.
+            fails like a corrupt one.
+        damage: when given, what is wrong goes there instead of raising: a batch whose
+            digest differs is left out and the chunk read on (every batch carries its own
+            keyed digest, so the others stay trustworthy); a malformed rest of the chunk
+            (a length that runs past its end, bad flags) ends it, keeping what came before.
 
     Raises:
-        CorruptChunk: a header or batch is cut short, has bad flags, or a kept batch's digest differs.
+        CorruptChunk: (without ``damage``) a header or batch is cut short, has bad flags,
+            or a kept batch's digest differs.
     """
     out: list[tuple[BatchHeader, memoryview]] = []
     try:
@@ -58,13 +64,19 @@ def parse_chunk(
             if wanted is not None and not wanted(header):
                 continue
             if not digest_ok(header, data, key):
-                raise CorruptChunk(
+                why = (
                     f"digest mismatch in batch at offset {offset} (map {header.map_id} attempt "
                     f"{header.attempt_id} batch {header.batch_id})"
                 )
+                if damage is None:
+                    raise CorruptChunk(why)
+                damage.append(why)
+                continue
             out.append((header, data))
     except BadRequest as exc:
-        raise CorruptChunk(f"malformed chunk: {exc.message}") from exc
+        if damage is None:
+            raise CorruptChunk(f"malformed chunk: {exc.message}") from exc
+        damage.append(f"malformed chunk: {exc.message}")
     return out
 
 

@@ -7,12 +7,14 @@ State:
 The read path (DESIGN §8): wait until the shuffle is committed; then for every
 epoch, oldest first, read one copy (the primary, else the replica, skipping
 copies the commit found failed). A copy is read chunk by chunk with a few
-fetches in flight. A copy that cannot be reached, holds a malformed chunk or a
-bad digest of a winning batch, or that its worker does not know
-(``UNKNOWN_SHUFFLE``: lost files, a restart on damaged files, a stray
+fetches in flight. A copy that cannot be reached, or that its worker does not
+know (``UNKNOWN_SHUFFLE``: lost files, a restart on damaged files, a stray
 ``DESTROY``) is abandoned for the other copy, which is read from its start:
 batches are identified by ``(map, attempt, batch_id)``, so only those not yet
-read are yielded and copies add up.
+read are yielded and copies add up. A copy holding a bad digest of a winning
+batch, or a malformed chunk, is read to its end first (every batch has its own
+keyed digest: the intact ones count), then the other copy is read for what it
+lacks; so a loss names only the maps whose batches no copy holds intact.
 
 At the end ``core.proof`` decides whether the partition is complete: every
 batch and the seal of each winning map that declared it (the locations reply's
@@ -408,8 +410,10 @@ class Reader:
             chunks = from_json(OpenStreamReply, opened.body).chunks
         except BadRequest as exc:
             raise _CopyFailed(f"malformed OPEN_STREAM reply from {url}: {exc.message}") from exc
+        damage: list[str] = []
         for chunk in self._fetch(url, base, len(chunks), results, sent=1, worker_id=address.worker_id):
-            yield from self._chunk_records(chunk, selector)
+            yield from self._chunk_records(chunk, selector, damage)
+        _check_damage(damage)
 
     def _read_small(
         self, entry: SmallEntry, worker_id: str, selector: BatchSelector
@@ -420,13 +424,20 @@ class Reader:
         if entry.status != "ok" or entry.data is None:
             self.shuffle.client._suspect(worker_id)
             raise _CopyFailed(entry.message or "FETCH_SMALL failed")
-        yield from self._chunk_records(entry.data, selector)
+        damage: list[str] = []
+        yield from self._chunk_records(entry.data, selector, damage)
+        _check_damage(damage)
 
-    def _chunk_records(self, chunk: memoryview, selector: BatchSelector) -> Iterator[bytes | memoryview]:
-        """The records of the batches of ``chunk`` not read yet; a corrupt chunk fails the copy."""
+    def _chunk_records(
+        self, chunk: memoryview, selector: BatchSelector, damage: list[str]
+    ) -> Iterator[bytes | memoryview]:
+        """The records of the batches of ``chunk`` not read yet. A bad batch (digest, or a
+        malformed rest of the chunk) goes to ``damage`` and the rest is still read: the copy
+        fails only once read to its end (``_check_damage``), so a reader gets from it every
+        batch that is intact, and from the other copy only what this one lacks."""
         self.stats["chunks"] += 1
         try:
-            batches = parse_chunk(chunk, selector.wanted, self.shuffle.app_key)
+            batches = parse_chunk(chunk, selector.wanted, self.shuffle.app_key, damage)
             for header, data in batches:
                 if selector.is_new(header):
                     records: list[bytes] | list[memoryview] = (
@@ -522,6 +533,13 @@ class Reader:
             raise error
         assert reply is not None
         return reply
+
+
+def _check_damage(damage: list[str]) -> None:
+    """Fail a copy read to its end that had bad batches: the other copy is read for them."""
+    if damage:
+        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+        raise _CopyFailed(f"{damage[0]}{more}")
 
 
 def declared_maps(reply: LocationsReply) -> list[list[int]] | None:

@@ -411,8 +411,13 @@ class Sender:
         by_partition: dict[int, list[tuple[OutBatch, int]]] = {}
         for batch, epoch in message.entries:
             by_partition.setdefault(batch.partition, []).append((batch, epoch))
+        named = _split_locations(error, message.entries)
         for partition, entries in by_partition.items():
             epoch = max(e for _, e in entries)
+            if named is not None and not any((partition, e) in named for _, e in entries):
+                for batch, _ in entries:  # not refused for itself: resent where it is
+                    self._stage(batch)
+                continue
             if not isinstance(error, HardSplit):  # a split worker did not fail
                 self._failed.setdefault(partition, set()).update(message.location.workers)
             if self._routing.current(partition).epoch <= epoch:
@@ -462,6 +467,24 @@ def _cut_index(batches: list[OutBatch], room: int) -> int:
         if size > room:
             return max(i, 1)
     return len(batches)
+
+
+def _split_locations(
+    error: CroupierError, entries: Iterable[tuple[OutBatch, int]]
+) -> set[tuple[int, int]] | None:
+    """The ``(partition, epoch)`` a ``HARD_SPLIT`` refused (``details.partitions``, PROTOCOL §3),
+    or None to revive every partition of the message: another error, or a refusal naming
+    none of the message's locations (an older worker's form named plain partitions)."""
+    if not isinstance(error, HardSplit):
+        return None
+    named: set[tuple[int, int]] = set()
+    listed = error.details.get("partitions")
+    for item in listed if isinstance(listed, list) else ():
+        if isinstance(item, list) and len(item) == 2 and all(type(x) is int for x in item):
+            named.add((item[0], item[1]))
+    if not any((batch.partition, epoch) in named for batch, epoch in entries):
+        return None
+    return named
 
 
 def _failed_workers(location: PartitionLocation, error: CroupierError) -> tuple[str, ...]:

@@ -21,23 +21,10 @@ does not hide its older files.
 Index file
 ----------
 
-UTF-8 JSON, one object with sorted keys and no whitespace, then ``\\n``::
+``<...>.index`` is one line of checked JSON: its format and checks are in
+:mod:`croupier.storage.index_file` (``encode_index``, ``decode_index``).
 
-    {"crc":<u32>,
-     "index":{"batches":<int>,"chunks":[[offset,length],...],"seals":[[map_id,attempt_id,count],...],
-              "size":<int>},
-     "key":{"app_id":<str>,"epoch":<int>,"partition":<int>,"role":"primary"|"replica","shuffle_id":<int>},
-     "version":1}
-
-- ``crc`` is ``zlib.crc32`` of the canonical JSON (``sort_keys=True``,
-  ``separators=(",", ":")``, ASCII) of the object *without* ``crc``, UTF-8 encoded.
-- ``key`` must equal the key that the file's path names.
-- ``index.chunks`` are ``(offset, length)`` pairs in file order, cut at batch
-  boundaries, tiling ``[0, size)``; ``index.batches`` counts data batches;
-  ``index.seals`` holds each distinct seal's ``(map_id, attempt_id, batch_id)``, sorted.
-- ``index.size`` must equal the size of the ``.data`` file.
-
-A location is *committed* exactly when its ``.index`` passes all of these
+A location is *committed* exactly when its ``.index`` passes all of those
 checks. An index that fails one (damaged, from another version, or beside a
 missing or wrongly sized ``.data``) is skipped with a warning and the location
 counts as not committed; ``create`` for that key then deletes both files.
@@ -50,36 +37,15 @@ process but not an OS crash: a ``.data`` torn by one fails the batch digests
 readers check, so it is read from the other copy or reported lost, never
 returned wrong.
 
-Descriptors (DESIGN §11)
-------------------------
+Descriptors (DESIGN §11), free space and health (issue 15)
+-----------------------------------------------------------
 
-A worker may host thousands of locations, so descriptors are opened late (a
-writer at its first ``write``, a reader at its first ``read``) and kept in one
-LRU of at most ``max_open_files`` shared by writers and readers. An evicted
-writer is reopened with ``O_APPEND`` at its next write; ``commit`` closes it.
-A descriptor in use by a syscall is never evicted: if more than
-``max_open_files`` are in use at once the bound is exceeded briefly rather than
-failing. ``EMFILE``/``ENFILE`` from ``open`` evicts an idle descriptor and
-retries, so running out of descriptors never fails a write while any can be
-freed. Short-lived descriptors for index files and directory fsyncs at commit
-are opened the same way but are not kept.
-
-Free space and health (issue 15)
---------------------------------
-
-Each dir has a **reserve** (``reserve`` bytes, default the smaller of 5 GiB and 10 % of
-its filesystem) and a health: a dir whose write fails with anything but ``ENOSPC``/``EDQUOT``
-is marked failed for the life of the store. A dir is *usable* when it is healthy and its
-free bytes (``statvfs``) are at least its reserve. ``create`` puts a location on its hashed
-dir if that one is usable, else on the usable dir with the most free space, else on the
-healthy dir with the most free space; with no healthy dir it raises ``Unavailable``.
-Data writes never take a dir below half its reserve (that *headroom* is left to the index
-files that commits write): such a write fails as ``ENOSPC`` would.
-A write (or commit) that fails is undone and retried on another healthy dir of the store:
-the bytes already written are copied there, then the call is written again, and the old
-file is deleted. Only when no healthy dir takes it does the call raise (``Unavailable``,
-``details.no_space`` true when the failures were ``ENOSPC``). ``dir_states`` reports each
-dir's free bytes, reserve and health for heartbeats.
+Descriptors are opened late and kept in one bounded LRU: :mod:`croupier.storage._fds`.
+Each dir's reserve, health and the choice of a dir for a location:
+:mod:`croupier.storage._dirs`. A write (or commit) that fails is undone and retried on
+another healthy dir of the store: the bytes already written are copied there, then the
+call is written again, and the old file is deleted. Only when no healthy dir takes it does
+the call raise (``Unavailable``, ``details.no_space`` true when the failures were ``ENOSPC``).
 
 Uncommitted ``.data`` files left by a crash stay on disk (``scan`` ignores
 them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
@@ -89,23 +55,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import re
 import shutil
 import threading
-import time
-import zlib
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from croupier.core import ids
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
+from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
+from croupier.storage._fds import READ_FLAGS, WRITE_FLAGS, FdCache, Handle, byte_views, fsync_dir, writev_all
+from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index
 from croupier.storage.store import (
     ChunkIndex,
     CommittedFile,
@@ -127,7 +90,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-INDEX_VERSION = 1
 DATA_SUFFIX = ".data"
 INDEX_SUFFIX = ".index"
 TMP_SUFFIX = ".index.tmp"
@@ -136,45 +98,12 @@ _FILE_RE = re.compile(
 )
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
 
-RESERVE_MAX = 5 * 1024**3  # the default reserve: the smaller of this and RESERVE_SHARE of the disk
-RESERVE_SHARE = 0.10
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-# A data write checks its dir's free space against the commit headroom. It asks the
-# filesystem (statvfs) again only when its last answer is older than ROOM_TTL seconds, or
-# when the free bytes it then reported, less what this store wrote since, come within
-# ROOM_SLACK bytes of the headroom: near the limit every write asks.
-ROOM_TTL = 0.25
-ROOM_SLACK = 64 * 1024**2
 _COPY_STEP = 1024 * 1024
-
-_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
-
-
-def _iov_max() -> int:
-    try:
-        value = os.sysconf("SC_IOV_MAX")
-    except (ValueError, OSError):
-        return 1024
-    return value if value > 0 else 1024
-
-
-_IOV_MAX = _iov_max()
 
 
 def _os_error(action: str, path: Path | str, exc: OSError) -> Unavailable:
     code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return Unavailable(f"cannot {action} {path}: [{code}] {exc.strerror or exc}")
-
-
-def default_reserve(total: int) -> int:
-    """The default reserve of a filesystem of ``total`` bytes: min(5 GiB, 10 % of it)."""
-    return min(RESERVE_MAX, int(total * RESERVE_SHARE))
-
-
-def _headroom(reserve: int) -> int:
-    """Free bytes data writes leave to commits (index files): half the reserve."""
-    return reserve // 2
 
 
 class _SourceError(Exception):
@@ -211,212 +140,6 @@ def _copy_prefix(src: Path, dst: Path, size: int) -> None:
             fin.close()
 
 
-# -- the index file -------------------------------------------------------------------------------
-
-
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def encode_index(key: LocationKey, index: ChunkIndex) -> bytes:
-    """The bytes of a ``.index`` file (format in the module docstring)."""
-    body = {"version": INDEX_VERSION, "key": key.to_json(), "index": index.to_json()}
-    return _canonical({**body, "crc": zlib.crc32(_canonical(body))}) + b"\n"
-
-
-def decode_index(raw: bytes, key: LocationKey) -> ChunkIndex:
-    """Parse and check a ``.index`` file that should belong to ``key``.
-
-    Raises:
-        ValueError: the file is not a valid version-1 index for ``key`` (the message says why).
-    """
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
-        raise ValueError(f"not JSON: {exc}") from exc
-    if not isinstance(doc, dict) or set(doc) != {"version", "key", "index", "crc"}:
-        raise ValueError("not an index object")
-    if doc["version"] != INDEX_VERSION:
-        raise ValueError(f"version {doc['version']!r}, expected {INDEX_VERSION}")
-    body = {k: v for k, v in doc.items() if k != "crc"}
-    if doc["crc"] != zlib.crc32(_canonical(body)):
-        raise ValueError("checksum mismatch")
-    try:
-        found = LocationKey.from_json(doc["key"])
-        index = ChunkIndex.from_json(doc["index"])
-    except BadRequest as exc:
-        raise ValueError(exc.message) from exc
-    if found != key:
-        raise ValueError(f"it names {found}, its path names {key}")
-    return index
-
-
-# -- bounded descriptors --------------------------------------------------------------------------
-
-
-class _Handle:
-    """A file the LRU may hold a descriptor for.
-
-    State:
-        path, flags: how to (re)open it.
-        fd: the open descriptor, or ``None``.
-        pins: syscalls using ``fd`` now; a pinned handle is never evicted.
-        drop: close ``fd`` when the last pin goes instead of keeping it idle.
-    """
-
-    __slots__ = ("drop", "fd", "flags", "path", "pins")
-
-    def __init__(self, path: Path, flags: int) -> None:
-        self.path = path
-        self.flags = flags
-        self.fd: int | None = None
-        self.pins = 0
-        self.drop = False
-
-
-class _FdCache:
-    """At most ``limit`` descriptors, shared by every writer and reader of a store.
-
-    State:
-        _idle: open, unpinned handles, least recently used first.
-        _count: descriptors open (idle and pinned).
-        _closed: set by ``close``; afterwards ``use`` raises Unavailable.
-        _lock: guards all of the above and every handle's fields. It is the
-            innermost lock: nothing else is taken while it is held.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._idle: OrderedDict[_Handle, None] = OrderedDict()
-        self._count = 0
-        self._closed = False
-        self._lock = threading.Lock()
-
-    @property
-    def count(self) -> int:
-        return self._count
-
-    @contextmanager
-    def use(self, h: _Handle) -> Iterator[int]:
-        """Pin ``h``'s descriptor (opening it if needed) for the ``with`` block.
-
-        Raises:
-            OSError: opening failed.
-            Unavailable: the store is closed.
-        """
-        with self._lock:
-            if self._closed:
-                raise Unavailable("the partition store is closed")
-            if h.fd is None:
-                h.fd = self._open(str(h.path), h.flags)
-            else:
-                self._idle.pop(h, None)
-            h.pins += 1
-            fd = h.fd
-        try:
-            yield fd
-        finally:
-            with self._lock:
-                h.pins -= 1
-                if h.pins == 0:
-                    if h.drop or self._closed:
-                        self._close(h)
-                    else:
-                        self._idle[h] = None
-                        while self._count > self.limit and self._idle:
-                            self._close(self._idle.popitem(last=False)[0])
-
-    def open_raw(self, path: str, flags: int) -> int:
-        """Open a short-lived descriptor, making room as for a cached one. The caller closes it
-        with :meth:`close_raw`."""
-        with self._lock:
-            return self._open(path, flags)
-
-    def close_raw(self, fd: int) -> None:
-        with self._lock:
-            self._count -= 1
-        os.close(fd)
-
-    def discard(self, h: _Handle) -> None:
-        """Close ``h``'s descriptor now, or when its last user unpins it."""
-        with self._lock:
-            if h.fd is None:
-                return
-            if h.pins:
-                h.drop = True
-            else:
-                self._idle.pop(h, None)
-                self._close(h)
-
-    def close(self) -> None:
-        """Close every idle descriptor; pinned ones close when unpinned."""
-        with self._lock:
-            self._closed = True
-            while self._idle:
-                self._close(self._idle.popitem(last=False)[0])
-
-    def _open(self, path: str, flags: int) -> int:
-        # lock held
-        while self._count >= self.limit and self._idle:
-            self._close(self._idle.popitem(last=False)[0])
-        while True:
-            try:
-                fd = os.open(path, flags, 0o644)
-            except OSError as exc:
-                # Out of descriptors (ours or the system's): free an idle one and retry.
-                if exc.errno in (errno.EMFILE, errno.ENFILE) and self._idle:
-                    self._close(self._idle.popitem(last=False)[0])
-                    continue
-                raise
-            self._count += 1
-            return fd
-
-    def _close(self, h: _Handle) -> None:
-        # lock held; h is not in _idle
-        fd, h.fd, h.drop = h.fd, None, False
-        if fd is None:
-            return
-        self._count -= 1
-        try:
-            os.close(fd)
-        except OSError as exc:  # data is made durable by fsync at commit, which reports write errors
-            log.warning("closing %s failed: %s", h.path, exc)
-
-
-def _byte_views(pieces: Sequence[bytes | memoryview]) -> tuple[list[bytes | memoryview], int]:
-    """The non-empty pieces as flat byte buffers (no copies), and their total size."""
-    out: list[bytes | memoryview] = []
-    total = 0
-    for piece in pieces:
-        flat = (
-            piece.cast("B")
-            if isinstance(piece, memoryview) and (piece.ndim != 1 or piece.itemsize != 1)
-            else piece
-        )
-        n = len(flat)
-        if n:
-            out.append(flat)
-            total += n
-    return out, total
-
-
-def _writev_all(fd: int, views: list[bytes | memoryview]) -> None:
-    """Write every view with as few ``os.writev`` calls as possible, resuming after short writes."""
-    i = 0
-    while i < len(views):
-        n = os.writev(fd, views[i : i + _IOV_MAX])
-        if n <= 0:
-            raise OSError(errno.EIO, "writev wrote nothing")
-        while n:
-            v = views[i]
-            if n >= len(v):
-                n -= len(v)
-                i += 1
-            else:
-                views[i] = memoryview(v)[n:]  # a view of the rest, not a copy
-                n = 0
-
-
 # -- files and the store --------------------------------------------------------------------------
 
 
@@ -438,7 +161,7 @@ class DiskPartitionFile:
         self.data_path = directory / (key.name + DATA_SUFFIX)
         self.index_path = directory / (key.name + INDEX_SUFFIX)
         self._store = store
-        self._handle = _Handle(self.data_path, _WRITE_FLAGS)
+        self._handle = Handle(self.data_path, WRITE_FLAGS)
         self._size = 0
         self._state = "open"
         self._lock = threading.Lock()
@@ -448,7 +171,7 @@ class DiskPartitionFile:
         return self._size
 
     def write(self, pieces: Sequence[bytes | memoryview]) -> None:
-        views, total = _byte_views(pieces)
+        views, total = byte_views(pieces)
         with self._lock:
             if self._state != "open":
                 raise Unavailable(f"cannot write to {self.data_path}: it is {self._state}")
@@ -458,12 +181,12 @@ class DiskPartitionFile:
             no_space = True
             while True:
                 try:
-                    self._store._check_room(self.disk, total)
+                    self._store._health.check_room(self.disk, total)
                     self._write_here(list(views))  # a copy: a short write replaces its items
                 except OSError as exc:
                     error = _os_error("write", self.data_path, exc)
-                    no_space = no_space and exc.errno in _NO_SPACE
-                    self._store._write_failed(self.disk, exc)
+                    no_space = no_space and exc.errno in NO_SPACE
+                    self._store._health.write_failed(self.disk, exc)
                     tried.add(self.disk)
                     if self._state != "open" or not self._move(tried, total):
                         raise Unavailable(error.message, {"no_space": no_space}) from exc
@@ -474,7 +197,7 @@ class DiskPartitionFile:
     def _write_here(self, views: list[bytes | memoryview]) -> None:
         with self._store._fds.use(self._handle) as fd:
             try:
-                _writev_all(fd, views)
+                writev_all(fd, views)
             except OSError:
                 self._undo(fd)
                 raise
@@ -484,7 +207,7 @@ class DiskPartitionFile:
         False when no dir takes it (or the bytes here cannot be read back)."""
         store = self._store
         while True:
-            disk = store._choose(self.key, tried, self._size + need, strict=True)
+            disk = store._health.choose(self.key, tried, self._size + need, strict=True)
             if disk is None:
                 return False
             tried.add(disk)
@@ -499,7 +222,7 @@ class DiskPartitionFile:
                     target.unlink(missing_ok=True)
                 return False
             except OSError as exc:
-                store._write_failed(disk, exc)
+                store._health.write_failed(disk, exc)
                 if target is not None:
                     with contextlib.suppress(OSError):
                         target.unlink(missing_ok=True)
@@ -511,7 +234,7 @@ class DiskPartitionFile:
             log.warning("moved %s (%d bytes) to %s after a failed write", self.data_path, self._size, target)
             self.disk, self.data_path = disk, target
             self.index_path = directory / (self.key.name + INDEX_SUFFIX)
-            self._handle = _Handle(target, _WRITE_FLAGS)
+            self._handle = Handle(target, WRITE_FLAGS)
             return True
 
     def _undo(self, fd: int) -> None:
@@ -537,7 +260,7 @@ class DiskPartitionFile:
                     break
                 except OSError as exc:
                     error = _os_error("commit", self.data_path, exc)
-                    self._store._write_failed(self.disk, exc)
+                    self._store._health.write_failed(self.disk, exc)
                     tried.add(self.disk)
                     if not self._move(tried, 0):
                         raise error from exc
@@ -559,7 +282,7 @@ class DiskPartitionFile:
         fd = fds.open_raw(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC)
         try:
             try:
-                _writev_all(fd, [raw])
+                writev_all(fd, [raw])
                 if durable:
                     os.fsync(fd)
             finally:
@@ -569,7 +292,7 @@ class DiskPartitionFile:
             tmp.unlink(missing_ok=True)
             raise
         if durable:
-            _fsync_dir(fds, self.index_path.parent)
+            fsync_dir(fds, self.index_path.parent)
 
     def abort(self) -> None:
         with self._lock:
@@ -592,14 +315,6 @@ class DiskPartitionFile:
                 self._store._fds.discard(self._handle)
 
 
-def _fsync_dir(fds: _FdCache, path: Path) -> None:
-    fd = fds.open_raw(str(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        fds.close_raw(fd)
-
-
 class DiskPartitionStore:
     """Partition files in one directory per disk (layout and index format: module docstring).
 
@@ -615,8 +330,7 @@ class DiskPartitionStore:
         _committed: committed locations seen so far (committed here, found by
             ``scan``, or looked up on disk): ``key -> (file, disk)``.
         _readers: descriptor handles of committed files that were read.
-        _failed: per dir, why it is unhealthy (None: healthy), behind ``_dir_lock``
-            (taken alone, from a file's lock or the store's).
+        _health: the dirs' free space and health (``croupier.storage._dirs``).
         _lock: guards the dicts and ``_closed``. Lock order: store, then a
             file's lock, then the LRU's; a file never takes the store lock while
             holding its own.
@@ -650,16 +364,11 @@ class DiskPartitionStore:
                 raise _os_error("create the storage directory", p, exc) from exc
         self._dirs = tuple(paths)
         self.fsync = fsync
-        self.reserve = reserve
-        self._failed: list[str | None] = [None] * len(paths)
-        self._dir_lock = threading.Lock()
-        # per dir: (free bytes left after the writes since, headroom, monotonic time of the statvfs)
-        self._room: list[tuple[int, int, float] | None] = [None] * len(paths)
-        self._room_lock = threading.Lock()
-        self._fds = _FdCache(max_open_files)
+        self._health = DirHealth(self._dirs, reserve)
+        self._fds = FdCache(max_open_files)
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
-        self._readers: dict[LocationKey, _Handle] = {}
+        self._readers: dict[LocationKey, Handle] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -677,75 +386,12 @@ class DiskPartitionStore:
         return self._fds.count
 
     def dir_states(self) -> list[DirState]:
-        out = []
-        for i, d in enumerate(self._dirs):
-            try:
-                st = os.statvfs(d)
-                free, total, ok = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize, True
-            except OSError:
-                free, total, ok = 0, 0, False
-            reserve = self.reserve if self.reserve is not None else default_reserve(total)
-            with self._dir_lock:
-                healthy = ok and self._failed[i] is None
-            out.append(DirState(str(d), free, total, reserve, healthy))
-        return out
+        return self._health.states()
 
-    def _choose(
-        self, key: LocationKey, exclude: set[int], need: int = 0, *, strict: bool = False
-    ) -> int | None:
-        """The dir for (more of) ``key``: its hashed dir if usable with ``need`` more bytes, else
-        the usable one with the most free space, else the healthy one with the most; None: none.
-        ``strict``: only dirs where ``need`` bytes leave the commit headroom free."""
-        states = self.dir_states()
-        healthy = [
-            i
-            for i, st in enumerate(states)
-            if st.healthy and i not in exclude and (not strict or st.free - need >= _headroom(st.reserve))
-        ]
-        if not healthy:
-            return None
-        roomy = [i for i in healthy if states[i].free - need >= states[i].reserve]
-        first = disk_for(key, len(self._dirs))
-        if first in roomy:
-            return first
-        return max(roomy or healthy, key=lambda i: (states[i].free, -i))
-
-    def _check_room(self, disk: int, nbytes: int) -> None:
-        """Raises ENOSPC when writing ``nbytes`` to ``disk`` would cut into the headroom kept for
-        commits (half the reserve: the index files of the locations there).
-
-        The filesystem is asked again only when its last answer is stale or the estimate is
-        close to the headroom (``ROOM_TTL``, ``ROOM_SLACK``); a write that fills the disk anyway
-        fails with ENOSPC itself, which the caller handles the same way."""
-        now = time.monotonic()
-        with self._room_lock:
-            room = self._room[disk]
-            if room is not None and now - room[2] < ROOM_TTL:
-                free, headroom, at = room
-                if free - nbytes - headroom > ROOM_SLACK:
-                    self._room[disk] = (free - nbytes, headroom, at)
-                    return
-        try:
-            st = os.statvfs(self._dirs[disk])
-        except OSError:
-            return  # the write itself will tell
-        free = st.f_bavail * st.f_frsize
-        reserve = self.reserve if self.reserve is not None else default_reserve(st.f_blocks * st.f_frsize)
-        headroom = _headroom(reserve)
-        if free - nbytes < headroom:
-            raise OSError(errno.ENOSPC, f"{nbytes} bytes would leave less than the commit headroom free")
-        with self._room_lock:
-            self._room[disk] = (free - nbytes, headroom, now)
-
-    def _write_failed(self, disk: int, exc: OSError) -> None:
-        """A write to ``disk`` failed: anything but "no space" marks the dir unhealthy for good."""
-        if exc.errno in _NO_SPACE:
-            log.warning("%s is full: %s", self._dirs[disk], exc)
-            return
-        with self._dir_lock:
-            if self._failed[disk] is None:
-                self._failed[disk] = str(exc)
-                log.error("%s is marked unhealthy: a write failed: %s", self._dirs[disk], exc)
+    @property
+    def reserve(self) -> int | None:
+        """Free bytes each dir keeps (None: ``default_reserve`` of its filesystem)."""
+        return self._health.reserve
 
     def location_dir(self, disk: int, key: LocationKey) -> Path:
         """``<dirs[disk]>/<app_id>/<shuffle_id>``. Raises BadRequest for an invalid key."""
@@ -761,7 +407,7 @@ class DiskPartitionStore:
                 raise Conflict(f"location {where} is already open")
             if self._lookup(key) is not None:
                 raise Conflict(f"location {where} is committed")
-            disk = self._choose(key, set())
+            disk = self._health.choose(key, set())
             if disk is None:
                 raise Unavailable(f"cannot create {where}: no healthy directory is left", {"no_space": False})
             try:
@@ -800,7 +446,7 @@ class DiskPartitionStore:
             handle = self._readers.get(key)
             if handle is None:
                 path = self.location_dir(disk, key) / (key.name + DATA_SUFFIX)
-                handle = self._readers[key] = _Handle(path, _READ_FLAGS)
+                handle = self._readers[key] = Handle(path, READ_FLAGS)
         check_range(key, offset, length, done.index.size)
         if not length:
             return b""
@@ -910,9 +556,9 @@ class DiskPartitionStore:
         directory.mkdir(parents=True, exist_ok=True)
         # Make the new names durable, or a committed file could vanish with its directory.
         if self.fsync:
-            _fsync_dir(self._fds, app_dir)
+            fsync_dir(self._fds, app_dir)
             if new_app:
-                _fsync_dir(self._fds, root)
+                fsync_dir(self._fds, root)
         return directory
 
     def _lookup(self, key: LocationKey) -> tuple[CommittedFile, int] | None:

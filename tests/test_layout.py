@@ -21,6 +21,8 @@ FOLDERS = {
     "dataplane": "croupier.dataplane",
     "ops": "croupier.ops",
 }
+# packages that hold data only (no __init__.py): the JVM client's Java sources (DESIGN §3)
+DATA_PACKAGES = {"croupier.spark.jvm": "clients/jvm"}
 
 
 def _pyproject() -> dict[str, object]:
@@ -38,6 +40,10 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
         for init in (ROOT / top).rglob("__init__.py"):
             rel = init.parent.relative_to(ROOT / top)
             expected.add(".".join([name, *rel.parts]))
+    for name, folder in DATA_PACKAGES.items():
+        assert package_dir[name] == folder
+        assert (ROOT / folder).is_dir(), f"{folder} is missing"
+        expected.add(name)
     missing = expected - packages
     assert not missing, f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
     assert packages <= expected, f"listed but without __init__.py: {sorted(packages - expected)}"

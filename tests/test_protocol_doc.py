@@ -137,3 +137,54 @@ def test_the_documented_handles_are_what_the_sdk_makes_and_parses() -> None:
     app_id, key = parse_app_handle(examples[1])
     # the §2.1 test vector's app key of app-1
     assert app_id == "app-1" and key is not None and key.hex() in _section("2")
+
+
+def test_the_unauthorized_reasons_are_the_codes_and_the_rules_a_client_needs_are_stated() -> None:
+    """Issue 22 §3.2-3.5 and §3.7: what a second-language client author had to find out by trial."""
+    from croupier.transports.auth import AUTH_REASONS
+
+    section = _section("2")
+    documented = re.findall(r"^\| [^|]+ \| `([a-z ]+)` \|$", section, re.M)
+    assert documented == list(AUTH_REASONS)
+    flat = " ".join(section.split())
+    for rule in (
+        "`0` in a reply |",  # reply flags
+        "A reply never carries an auth frame",
+        "**Request ids start at random.**",
+        "**Accepted** means that the signature checked",
+        "whatever it answers, an error included",
+        "The AUTH flag with no frame 2 is a missing credential, not a malformed message: `UNAUTHORIZED`",
+        "served as unsigned",
+    ):
+        assert rule in flat, rule
+    assert '`{"pong": true, "term": int, "time_us": int}`' in _section("4")
+
+
+def test_hard_split_has_one_form_of_partitions() -> None:
+    """Issue 22 §3.8: the disk-failure HARD_SPLIT names [[partition, epoch]] like a split."""
+    row = DOC[DOC.index("| 4 | `HARD_SPLIT` |") :].split("\n", 1)[0]
+    assert "[int]" not in row and row.count('`{"partitions": [[partition, epoch], ...], "reason": str}`') == 1
+    assert "the same `details`, plus `failed_worker`" in row
+    disk_full = " ".join(_section("5").split())
+    assert (
+        "`HARD_SPLIT` naming the failed locations as a split does, `[[partition, epoch], ...]`" in disk_full
+    )
+
+
+def test_map_ranges_are_written_as_the_code_reads_them() -> None:
+    """Issue 22 §3.10: ranges were called half-open but written ``[lo, hi]``; the code excludes ``hi``."""
+    from croupier.core.bitmap import ranges
+    from croupier.core.proof import expand_ranges
+
+    flat = " ".join(DOC.split())
+    assert "half-open `[lo, hi]`" not in flat and "half-open ranges" not in flat
+    assert "`[3, 4]` is map 3 alone, `[0, 2]` maps 0 and 1" in flat
+    assert ranges([3]) == ((3, 4),) and ranges([0, 1]) == ((0, 2),)
+    assert expand_ranges([[3, 4]]) == {3} and expand_ranges([[0, 2]]) == {0, 1}
+
+
+def test_a_register_app_repeat_with_another_name_is_a_documented_conflict() -> None:
+    """Issue 22 §3.6: the CONFLICT was undocumented."""
+    flat = " ".join(DOC.split())
+    assert "`CONFLICT` for a repeat of a registered `app_id` with another `name`" in flat
+    assert "a `REGISTER_APP` repeat of a registered `app_id` with another `name`" in flat

@@ -4,7 +4,7 @@ Times one PUSH through a trivial handler, bare and wrapped by ``WorkerMetrics.wa
 (the responder wrapper, the latency histogram, the per-app byte and batch counters),
 with 1 and with 100 apps; then one scrape (``/metrics`` text) of a worker with 100 apps.
 Prints one JSON line. The overhead is per request (a request carries many batches), so
-it is compared with a push ack of the order of a millisecond (README, "Operations").
+it is compared with a push ack of the order of a millisecond (docs/guides/monitoring.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from croupier.core.errors import BadRequest, CroupierError, InternalError
-from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, decode_body, encode_body
+from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType, decode_body, encode_body
 
 __all__ = [
     "COPY_THRESHOLD",
@@ -23,6 +23,7 @@ __all__ = [
     "parse_message",
     "peek_ids",
     "reply_frames",
+    "type_name",
 ]
 
 # pyzmq copies frames under 64 KiB even with copy=False; above it, zero-copy
@@ -67,12 +68,13 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
         frames: zero-copy views of the received frames.
         expect: the kind the receiver accepts (servers take REQUEST, clients REPLY).
 
-    With the header's AUTH flag (bit 0), frame 2 is the auth frame and payloads start
-    at frame 3; a server without a secret ignores it.
+    With the header's AUTH flag (bit 0) on a request, frame 2 is the auth frame and
+    payloads start at frame 3 (an empty auth frame when there is none: the verifier
+    refuses it); a server without a secret ignores it. Replies never carry an auth frame:
+    their flags are ignored and their payloads start at frame 2.
 
     Raises:
-        BadRequest: fewer than 2 frames (3 with the AUTH flag), bad header, wrong kind,
-            body not a JSON object.
+        BadRequest: fewer than 2 frames, bad header, wrong kind, body not a JSON object.
     """
     if len(frames) < 2:
         raise BadRequest(f"a message needs at least 2 frames (header, body), got {len(frames)}")
@@ -80,9 +82,12 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
     if header.kind != expect:
         raise BadRequest(f"expected a {expect.name} header, got {header.kind.name}")
     body = decode_body(frames[1])
-    if header.flags & _AUTH_FLAG:
+    if header.flags & _AUTH_FLAG and expect is Kind.REQUEST:
         if len(frames) < 3:
-            raise BadRequest("the header's AUTH flag is set but there is no auth frame")
+            # A missing credential, not a malformed message: the verifier refuses the empty
+            # frame with UNAUTHORIZED ("malformed auth frame"); a server without a secret
+            # ignores it, as it ignores every auth frame.
+            return ParsedMessage(header, body, [], memoryview(b""))
         return ParsedMessage(header, body, list(frames[3:]), frames[2])
     return ParsedMessage(header, body, list(frames[2:]))
 
@@ -106,3 +111,11 @@ def reply_frames(
     """Frames of a reply: ``[header, body, *payloads]``."""
     header = Header(Kind.REPLY, msg_type, request_id, status).encode()
     return [header, body, *payloads]
+
+
+def type_name(msg_type: int) -> str:
+    """``PUSH(3)`` for a known message type, the bare number for another (for logs and errors)."""
+    try:
+        return f"{MsgType(msg_type).name}({msg_type})"
+    except ValueError:
+        return str(msg_type)

@@ -19,12 +19,9 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
 import logging
-import os
-import queue
 import secrets
 import threading
 import time
@@ -43,9 +40,10 @@ from croupier.core.errors import (
 )
 from croupier.core.wire import Kind, encode_body
 from croupier.transports._framing import Payload, parse_message
+from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports.auth import Signer, request_frames
 from croupier.transports.curve import CurveClient, timeout_hint
-from croupier.transports.rpc import Reply
+from croupier.transports.rpc.client import Reply
 
 __all__ = ["AsyncRpcClient", "Callback"]
 
@@ -100,19 +98,12 @@ class AsyncRpcClient:
         self._context = context or zmq.Context.instance()
         self._timeout = timeout
         self._name = name
-        self._outbox: queue.SimpleQueue[tuple[str, int, int, list[Payload | zmq.Frame], Callback, float]] = (
-            queue.SimpleQueue()
-        )
+        # requests queued by other threads, for the client thread to send
+        self._outbox: Mailbox[tuple[str, int, int, list[Payload | zmq.Frame], Callback, float]] = Mailbox()
         # a random start: two clients of one app never sign the same request in the same
         # microsecond with the same id (the server would refuse the second as a replay)
         self._ids = itertools.count(secrets.randbits(62) + 1)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._wake_lock = threading.Lock()
-        # True from a sender's wake until the thread next drains the outbox: later senders
-        # skip the pipe write (the thread clears it *before* draining, so none is missed)
-        self._wake_due = False
+        self._outbox.open()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._stopping = False
         self._peers: dict[str, _Peer] = {}
@@ -131,15 +122,13 @@ class AsyncRpcClient:
         if self._closed:
             return
         self._stopping = True
-        self._wake()
+        self._outbox.wake()
         if self._started:
             self._thread.join()
         else:
             self._fail_all(Unavailable("the client was never started"))
-        with self._wake_lock:
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            self._closed = True
+        self._outbox.close()
+        self._closed = True
 
     def send(
         self,
@@ -167,21 +156,11 @@ class AsyncRpcClient:
             *forward,
         ]
         self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
-        if not self._wake_due:
-            self._wake_due = True
-            self._wake()
 
     def in_flight(self) -> int:
         return len(self._pending)
 
     # -- the client thread -----------------------------------------------------------------
-    def _wake(self) -> None:
-        with self._wake_lock:
-            if self._closed:
-                return
-            with contextlib.suppress(BlockingIOError):
-                os.write(self._wake_w, b"\0")
-
     def _peer(self, url: str) -> _Peer:
         """The peer for ``url``, connected on first use.
 
@@ -234,11 +213,7 @@ class AsyncRpcClient:
             log.exception("callback of request %d to %s failed", request_id, pending.url)
 
     def _fail_all(self, error: CroupierError) -> None:
-        while True:
-            try:
-                url, _, _, _, callback, _ = self._outbox.get_nowait()
-            except queue.Empty:
-                break
+        for url, _, _, _, callback, _ in self._outbox.drain():
             try:
                 callback(None, error)
             except Exception:
@@ -248,19 +223,9 @@ class AsyncRpcClient:
 
     def _run(self) -> None:
         self._poller = zmq.Poller()
-        self._poller.register(self._wake_r, zmq.POLLIN)
+        self._poller.register(self._outbox.fd, zmq.POLLIN)
         try:
-            while not self._stopping:
-                try:
-                    self._turn()
-                except zmq.ContextTerminated:
-                    log.error("%s: context terminated under a running client", self._name)
-                    return
-                except Exception:
-                    # One bad request or reply must never end the thread (every later
-                    # callback would hang); back off a little so a persistent fault does not spin.
-                    log.exception("%s: unexpected error in the client loop", self._name)
-                    time.sleep(0.01)
+            run_loop(self._name, "client", lambda: self._stopping, self._turn, log)
         finally:
             self._fail_all(Unavailable("the client stopped"))
             for url in list(self._peers):
@@ -272,11 +237,7 @@ class AsyncRpcClient:
         if self._deadlines:
             timeout_ms = max(0, min(1000, int((self._deadlines[0][0] - time.monotonic()) * 1000) + 1))
         events = dict(self._poller.poll(timeout_ms))
-        if self._wake_r in events:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(self._wake_r, 4096):
-                    pass
-        self._wake_due = False  # before the drain: a send after this point wakes us again
+        self._outbox.clear(self._outbox.fd in events)  # before the drain: a later send wakes us again
         self._send_queued()
         for url, peer in list(self._peers.items()):
             if peer.sock in events:
@@ -284,11 +245,7 @@ class AsyncRpcClient:
         self._expire()
 
     def _send_queued(self) -> None:
-        while True:
-            try:
-                url, msg_type, rid, frames, callback, deadline = self._outbox.get_nowait()
-            except queue.Empty:
-                return
+        for url, msg_type, rid, frames, callback, deadline in self._outbox.drain():
             try:
                 peer = self._peer(url)
             except CroupierError as exc:

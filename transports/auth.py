@@ -45,6 +45,7 @@ from croupier.transports.secret import ClusterSecret
 __all__ = [
     "AUTH_FLAG",
     "AUTH_FRAME_SIZE",
+    "AUTH_REASONS",
     "NONCE_WINDOW_S",
     "Signer",
     "Verifier",
@@ -70,6 +71,31 @@ _JOIN_BELOW = 64 * 1024
 _APP_KEY_CACHE = 4096
 
 Buffer = bytes | memoryview
+
+# Why a request was refused, as the UNAUTHORIZED reply's ``details.reason`` says it (PROTOCOL
+# §2.1). Deliberately coarse: what the sender already knows or could try for itself (its
+# frame's shape, its clock against the server's: PING tells that), never which part of a bad
+# MAC is wrong. Window and replay are judged only after the MAC checks, so only a holder of
+# the key ever learns them.
+REASON_UNSIGNED = "signature required"
+REASON_MALFORMED = "malformed auth frame"
+REASON_BAD_MAC = "bad signature"
+REASON_WINDOW = "nonce outside the window"
+REASON_REPLAY = "replayed nonce"
+REASON_SCHEME = "member signature required"
+AUTH_REASONS = (
+    REASON_UNSIGNED,
+    REASON_MALFORMED,
+    REASON_BAD_MAC,
+    REASON_WINDOW,
+    REASON_REPLAY,
+    REASON_SCHEME,
+)
+
+
+def _refusal(reason: str, why: str) -> Unauthorized:
+    """An UNAUTHORIZED whose public ``reason`` goes to the sender and ``why`` to the log only."""
+    return Unauthorized(why, {"reason": reason})
 
 
 def auth_mac(key: bytes, header: Buffer, prefix: Buffer, body: Buffer, first: Buffer | None) -> bytes:
@@ -228,36 +254,48 @@ class Verifier:
     ) -> Scheme:
         """The scheme the request is validly signed with (``NONE`` for an unsigned open one).
 
+        An app-signed open message whose body has no ``app_id`` is served as unsigned
+        (``NONE``): there is no app whose key would check it.
+
         Raises:
             Unauthorized: unsigned where a signature is needed, a bad frame or MAC, a nonce
                 outside the window or seen before, or a scheme too weak for ``msg_type``.
         """
         if auth is None:
             if not allows(msg_type, Scheme.NONE):
-                raise Unauthorized("this request must be signed")
+                raise _refusal(REASON_UNSIGNED, "this request must be signed")
             return Scheme.NONE
         if len(auth) != AUTH_FRAME_SIZE or len(header) != HEADER_SIZE:
-            raise Unauthorized(f"the auth frame is {AUTH_FRAME_SIZE} bytes, got {len(auth)}")
+            raise _refusal(REASON_MALFORMED, f"the auth frame is {AUTH_FRAME_SIZE} bytes, got {len(auth)}")
         scheme, nonce = _PREFIX.unpack_from(auth)
         if bytes(auth[1:8]) != bytes(7):
-            raise Unauthorized("auth frame bytes 1..7 are not zero")
+            raise _refusal(REASON_MALFORMED, "auth frame bytes 1..7 are not zero")
+        if (
+            scheme == Scheme.APP
+            and access_of(msg_type) is Access.OPEN
+            and not isinstance(body.get("app_id"), str)
+        ):
+            # An open message that names no app (PING, STATUS, a first REGISTER_APP): no key to
+            # check the frame against, and none needed. Served as unsigned, so that a client
+            # may sign everything it sends.
+            return Scheme.NONE
         key, identity = self._key(scheme, body)
         mac = auth_mac(key, header, auth[:16], raw_body, payloads[0] if payloads else None)
         if not hmac.compare_digest(mac, bytes(auth[16:48])):
-            raise Unauthorized("bad MAC")
+            raise _refusal(REASON_BAD_MAC, "bad MAC")
         self._fresh((scheme, identity), nonce, mac)
         if not allows(msg_type, Scheme(scheme)):
-            raise Unauthorized("this request must be signed by a member")
+            raise _refusal(REASON_SCHEME, "this request must be signed by a member")
         return Scheme(scheme)
 
     def _key(self, scheme: int, body: dict[str, Any]) -> tuple[bytes, str]:
         if scheme == Scheme.MEMBER:
             return self._member_key, ""
         if scheme != Scheme.APP:
-            raise Unauthorized(f"unknown auth scheme {scheme}")
+            raise _refusal(REASON_MALFORMED, f"unknown auth scheme {scheme}")
         app_id = body.get("app_id")
         if not isinstance(app_id, str):
-            raise Unauthorized("an app signature needs the body's app_id")
+            raise _refusal(REASON_BAD_MAC, "an app signature needs the body's app_id")
         key = self._app_keys.get(app_id)
         if key is None:
             key = self._app_keys[app_id] = self._secret.app_key(app_id)
@@ -271,7 +309,7 @@ class Verifier:
         """Refuse a nonce out of the window, or a request seen before; remember it (bounded)."""
         now = int(self._clock() * 1_000_000)
         if abs(nonce - now) > self._window_us:
-            raise Unauthorized("the nonce is out of the server's time window (check the clocks)")
+            raise _refusal(REASON_WINDOW, "the nonce is out of the server's time window (check the clocks)")
         if next(self._checks) % 4096 == 0:
             self._sweep(now)
         seen = self._seen.get(identity)
@@ -279,7 +317,7 @@ class Verifier:
             seen = self._seen[identity] = _Seen()
         mark = (nonce << 64) | int.from_bytes(mac[:8], "little")
         if mark <= seen.floor or mark in seen.nonces:
-            raise Unauthorized("a replayed request (its nonce and MAC were seen before)")
+            raise _refusal(REASON_REPLAY, "a replayed request (its nonce and MAC were seen before)")
         seen.nonces.add(mark)
         heapq.heappush(seen.heap, mark)
         self._prune(seen, now)

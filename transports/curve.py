@@ -1,4 +1,4 @@
-"""ZeroMQ CURVE on Croupier's sockets (``--curve``; README "Security", PROTOCOL §1).
+"""ZeroMQ CURVE on Croupier's sockets (``--curve``; docs/guides/security.md, PROTOCOL §1).
 
 CURVE (RFC 26, CurveZMQ) encrypts and authenticates every ZMTP connection: a client
 that connects with the server's public key knows it talks to a member of the cluster,

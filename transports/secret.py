@@ -1,4 +1,4 @@
-"""The cluster secret (README "Security"): one file that every member (master, worker,
+"""The cluster secret (docs/guides/security.md): one file that every member (master, worker,
 admin) reads, and from which every key is derived.
 
 The file is one line, ``croupier-secret-v1:`` then 64 hex digits (32 random bytes),

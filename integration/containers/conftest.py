@@ -1,6 +1,6 @@
 """Fixtures of the container suites: a Docker engine, the images, and a containerised cluster.
 
-The suites need a Docker engine and two images (see README, "Running the container
+The suites need a Docker engine and two images (see docs/guides/testing.md, "Running the container
 suites"). ``docker_engine`` finds them, or makes them:
 
 - ``DOCKER_HOST`` (or the default socket) answers: that engine is used.

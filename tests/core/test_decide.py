@@ -266,8 +266,10 @@ def test_register_app_generates_ids_and_is_idempotent_with_an_id(master: Master)
     n = len(master.log)
     master(c.RegisterApp("etl", "fixed"))
     assert len(master.log) == n
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict) as info:  # issue 22 §3.6: documented, and names what is registered
         master(c.RegisterApp("other", "fixed"))
+    assert info.value.details == {"app_id": "fixed", "name": "etl"}
+    assert len(master.log) == n
 
 
 def test_register_shuffle_with_id_is_idempotent(master: Master) -> None:

@@ -39,7 +39,7 @@ PINNED = {
     "register_worker_3": '{"worker_id":"w3","incarnation":"inc3"}',
     "worker_heartbeat": '{"status":"active","excluded":false}',
     "take_over": '{"term":1}',
-    "ping": '{"pong":true,"term":1}',
+    "ping": '{"pong":true,"term":1,"time_us":1500000}',
     "register_app": '{"app_id":"app1","name":"job"}',
     "app_heartbeat": '{"app_id":"app1"}',
     "register_shuffle": (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from croupier.actors.flusher import FlusherActor
-from croupier.actors.partition_actor import PartitionActor
+from croupier.actors.partition_actor import Failures, PartitionActor
 from croupier.core.batch import BatchHeader
 from croupier.core.codec import to_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate, Reserve
@@ -48,6 +48,7 @@ class Parts:
     replicated: list[tuple[dict[str, object], list[bytes]]]  # the REPLICATEs it got: body, frames
     split: SplitPolicy  # threshold 1 GB: no soft split unless a test lowers it
     replies: list[dict[str, object]]  # the OK reply bodies of ``push``
+    failures: Failures  # the locations whose disk failed here
 
 
 @pytest.fixture
@@ -69,7 +70,10 @@ def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
     reservations.reserve(Reserve("app-1", 1, ME.incarnation, 4, True, pairs=(("worker-1", "worker-2"),)))
     reservations.reserve(Reserve("app-1", 2, ME.incarnation, 4, True, pairs=(("worker-2", "worker-1"),)))
     split = SplitPolicy(10**9)
-    handler = PushHandler(ME, locations, reservations, limiter, replicator, secret=secret, split=split)
+    failures = Failures()
+    handler = PushHandler(
+        ME, locations, reservations, limiter, replicator, secret=secret, split=split, failures=failures
+    )
     server = RpcServer("tcp://127.0.0.1:0", handler.on_push, allowed_types=[int(MsgType.PUSH)])
     server.start()
     own_replica = RpcServer("tcp://127.0.0.1:0", handler.on_replicate, allowed_types=[int(MsgType.REPLICATE)])
@@ -99,6 +103,7 @@ def parts(request: pytest.FixtureRequest) -> Iterator[Parts]:
             replicated,
             split,
             [],
+            failures,
         )
     finally:
         client.close()
@@ -283,3 +288,14 @@ def test_a_hard_split_hook_refuses_the_push_naming_only_its_locations(parts: Par
         push(parts, 100, replicated=False, where=((0, 0), (1, 0)))
     assert caught.value.details["partitions"] == [[1, 0]]
     assert buffered(parts) == 136  # the first push only
+
+
+def test_a_location_whose_disk_failed_names_its_partition_and_epoch_like_a_split(parts: Parts) -> None:
+    # issue 22 §3.8: one HARD_SPLIT form, [[partition, epoch]], which REVIVE_PARTITION needs
+    parts.failures.mark(key(app="app-1", shuffle=0, partition=1, epoch=0), [(7, 0)])  # map 7 lost
+    with pytest.raises(HardSplit) as caught:
+        push(parts, 100, replicated=False, shuffle=0, where=((0, 0), (1, 0)))
+    assert caught.value.details["partitions"] == [[1, 0]]
+    assert caught.value.details["failed_worker"] == "worker-1"
+    assert isinstance(caught.value.details["reason"], str)
+    assert parts.limiter.used == 0 and len(parts.locations) == 0

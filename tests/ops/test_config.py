@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from croupier.ops.config import config_path, env_name, layer_argv, load_file, show
-from croupier.services.cli import build_parser, main, worker_config
+from croupier.services.cli import build_parser, main
+from croupier.services.cli.worker import worker_config
 
 
 def parse(argv: list[str], config: Mapping[str, Any] | None, env: dict[str, str]) -> argparse.Namespace:

@@ -185,3 +185,17 @@ def test_any_epoch_split_with_duplicates_reads_each_record_once(
     chunks = [chunk(*shuffled[a:b]) for a, b in zip([0, *cuts], [*cuts, len(shuffled)], strict=True)]
     got = select_records([0] * len(maps), chunks)
     assert sorted(got) == sorted(r for records in maps for r in records)
+
+
+def test_parse_chunk_with_a_damage_list_skips_only_the_bad_batch() -> None:
+    # issue 22 §3.13: one bad digest no longer costs the batches after it
+    raws = [chunk(batch(m, 0, 0, f"records of map {m}".encode())) for m in range(3)]
+    bad = bytearray(raws[0])
+    bad[-1] ^= 0xFF
+    damage: list[str] = []
+    kept = parse_chunk(bytes(bad) + raws[1] + raws[2], damage=damage)
+    assert [h.map_id for h, _ in kept] == [1, 2]
+    assert len(damage) == 1 and "map 0 attempt 0 batch 0" in damage[0]
+    damage.clear()  # a malformed rest of the chunk ends it, keeping what came before
+    assert [h.map_id for h, _ in parse_chunk(raws[1] + raws[2][:-1], damage=damage)] == [1]
+    assert len(damage) == 1 and "malformed" in damage[0]

@@ -306,10 +306,34 @@ def test_revives_are_shared_through_the_routing() -> None:
     assert net.sent[0].url == "tcp://127.0.0.1:7003" and len(master.calls) == 1
 
 
+def test_a_hard_split_revives_only_the_locations_it_names() -> None:
+    # issue 22 §3.8: both forms name [[partition, epoch]]; the message's other partitions on
+    # that worker are fine there and are only resent
+    master = FakeMaster()
+    refusal = HardSplit("disk failed", {"partitions": [[0, 0]], "reason": "no disk", "failed_worker": "w0"})
+    net = FakeNet(refusal)
+    sender = make_sender(net, master)
+    sender.submit([b(0, 0), b(2, 0)])  # partitions 0 and 2 both on (w0, w1): one PUSH
+    sender.drain()
+    assert net.sent[0].body["batches"] == [[0, 0], [2, 0]]
+    assert [c[:2] for c in master.calls] == [(0, 0)]
+    assert sender.unacked == 0 and sender.revived == 1
+    resent = {tuple(pe) for s in net.sent[1:] for pe in s.body["batches"]}
+    assert resent == {(0, 1), (2, 0)}  # partition 0 at its new epoch, partition 2 where it was
+    # a refusal naming none of the message's locations (an older worker's form) revives them all
+    master = FakeMaster()
+    sender = make_sender(FakeNet(HardSplit("old", {"partitions": [0]})), master)
+    sender.submit([b(0, 0), b(2, 0)])
+    sender.drain()
+    assert sorted(c[:2] for c in master.calls) == [(0, 0), (2, 0)]
+
+
 def test_hard_split_revives_away_from_the_full_worker_and_data_lost_is_raised() -> None:
     # issue 15: a failed location answers HARD_SPLIT (move on) or DATA_LOST (this map lost data)
     master = FakeMaster()
-    net = FakeNet(HardSplit("disk full", {"partitions": [0], "failed_worker": "w0"}))
+    net = FakeNet(
+        HardSplit("disk full", {"partitions": [[0, 0]], "reason": "no disk", "failed_worker": "w0"})
+    )
     sender = make_sender(net, master)
     sender.submit([b(0, 0)])
     sender.drain()

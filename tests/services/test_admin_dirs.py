@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from croupier.core.replies import MasterInfo, StatusReply
-from croupier.services.cli import _add_dirs
+from croupier.services.cli.admin import _add_dirs
 
 MiB = 1024**2
 

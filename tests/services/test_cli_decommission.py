@@ -14,8 +14,8 @@ import pytest
 
 import croupier
 from croupier.core.config import MasterConfig, WorkerConfig
-from croupier.services import cli
-from croupier.services.cli import build_parser, main, worker_config
+from croupier.services.cli import admin, build_parser, main
+from croupier.services.cli.worker import worker_config
 from croupier.services.local import LocalCluster
 from croupier.transports.secret import SECRET_ENV, create_secret_file
 
@@ -30,7 +30,7 @@ def test_the_split_threshold_flag() -> None:
 
 @pytest.fixture
 def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
-    monkeypatch.setattr(cli, "_DRAIN_POLL_S", 0.05)
+    monkeypatch.setattr(admin, "_DRAIN_POLL_S", 0.05)
     # admin always signs as a member; this in-process cluster is open and accepts that too
     create_secret_file(tmp_path / "secret")
     monkeypatch.setenv(SECRET_ENV, str(tmp_path / "secret"))

@@ -1,4 +1,4 @@
-"""``croupier secret`` and how member commands find the cluster secret (README "Security")."""
+"""``croupier secret`` and how member commands find the cluster secret (docs/guides/security.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from croupier.services import cli
+from croupier.services.cli import _common
 from croupier.transports.secret import SECRET_ENV, load_secret_file
 
 
@@ -34,14 +35,14 @@ def test_a_master_makes_one_in_its_data_dir_and_the_others_need_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args = argparse.Namespace(secret_file=None)
-    made = cli._secret(args, str(tmp_path / "data"))
+    made = _common._secret(args, str(tmp_path / "data"))
     assert load_secret_file(tmp_path / "data" / "secret") == made
-    assert cli._secret(args, str(tmp_path / "data")) == made  # found again, not replaced
+    assert _common._secret(args, str(tmp_path / "data")) == made  # found again, not replaced
     with pytest.raises(ValueError, match="--secret-file"):
-        cli._secret(args)  # a worker or admin with none, and no master here
+        _common._secret(args)  # a worker or admin with none, and no master here
     monkeypatch.setenv(SECRET_ENV, str(tmp_path / "data" / "secret"))
-    assert cli._secret(args) == made
-    assert cli._secret(argparse.Namespace(secret_file=str(tmp_path / "data" / "secret"))) == made
+    assert _common._secret(args) == made
+    assert _common._secret(argparse.Namespace(secret_file=str(tmp_path / "data" / "secret"))) == made
 
 
 def test_a_worker_without_a_secret_exits_2_and_says_how(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from croupier.core.config import WorkerConfig
-from croupier.services.cli import build_parser, worker_config
+from croupier.services.cli import build_parser
+from croupier.services.cli.worker import worker_config
 
 
 def _config(*flags: str) -> WorkerConfig:

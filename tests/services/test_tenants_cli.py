@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from croupier.services.cli import _quota_argv, _quota_settings, build_parser
+from croupier.services.cli import build_parser
+from croupier.services.cli._common import _quota_argv, _quota_settings
 from tests.core.test_quotas import TENANTS
 
 

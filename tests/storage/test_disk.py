@@ -16,7 +16,7 @@ import pytest
 
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Unavailable, UnknownShuffle
-from croupier.storage import disk as disk_mod
+from croupier.storage import _fds
 from croupier.storage.disk import DiskPartitionStore, decode_index, encode_index
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import ChunkIndex, LocationKey
@@ -409,7 +409,7 @@ def test_short_writes_and_many_pieces(store: DiskPartitionStore, monkeypatch: py
     f.write([b"abcdefgh", memoryview(b"ijklm"), b"", b"nopqrstuvwxyz"])
     monkeypatch.undo()
     assert len(calls) > 3
-    pieces = [bytes([i % 256]) for i in range(3 * disk_mod._IOV_MAX + 5)]  # more than one writev can take
+    pieces = [bytes([i % 256]) for i in range(3 * _fds.IOV_MAX + 5)]  # more than one writev can take
     f.write(pieces)
     data = b"abcdefghijklmnopqrstuvwxyz" + b"".join(pieces)
     f.commit(whole(len(data)))

@@ -44,7 +44,7 @@ def _key(partition: int) -> LocationKey:
 
 
 def _on_disk(store: DiskPartitionStore, want: int) -> LocationKey:
-    return next(k for k in map(_key, range(100)) if store._choose(k, set()) == want)
+    return next(k for k in map(_key, range(100)) if store._health.choose(k, set()) == want)
 
 
 def _batches(n: int, size: int) -> bytes:

@@ -236,3 +236,119 @@ def test_two_processes_of_one_app_may_draw_the_same_microsecond() -> None:
         assert verifier.check(MsgType.GET_SHUFFLE, header, body, data, auth, []) is Scheme.APP
     with pytest.raises(Unauthorized):  # the very same request again is a replay
         verifier.check(MsgType.GET_SHUFFLE, frames[0][0], body, data, frames[0][1], [])
+
+
+def _app_signed(msg_type: int, body: dict[str, Any], app_id: str) -> tuple[bytes, bytes, bytes]:
+    """A request signed with ``app_id``'s valid key, whatever its body says (a client that signs all)."""
+    header = Header(Kind.REQUEST, msg_type, 11, flags=AUTH_FLAG).encode()
+    data = encode_body(body)
+    return header, data, sign_request(Scheme.APP, SECRET.app_key(app_id), header, data, None)
+
+
+def test_an_app_signed_open_message_without_an_app_id_is_served_unsigned() -> None:
+    # issue 22 §3.1: PING and STATUS have no app_id, so an app-signed one used to be refused
+    verifier = Verifier(SECRET)
+    for msg_type in (MsgType.PING, MsgType.STATUS, MsgType.REGISTER_APP):
+        body: dict[str, Any] = {"name": "x"} if msg_type == MsgType.REGISTER_APP else {}
+        header, data, auth = _app_signed(msg_type, body, "a1")
+        assert verifier.check(msg_type, header, body, data, auth, []) is Scheme.NONE
+    # an app message still needs the app_id its key belongs to
+    header, data, auth = _app_signed(MsgType.GET_SHUFFLE, {"shuffle_id": 0}, "a1")
+    with pytest.raises(Unauthorized):
+        verifier.check(MsgType.GET_SHUFFLE, header, {"shuffle_id": 0}, data, auth, [])
+
+
+def test_unauthorized_replies_say_why_in_a_few_fixed_words() -> None:
+    # issue 22 §3.7: clock skew used to look exactly like a wrong key
+    member = Signer.member(SECRET)
+    wrong = Signer.member(OTHER)
+    assert member is not None and wrong is not None
+    body = {"app_id": "a1"}
+
+    def reason(verifier: Verifier, msg_type: int, parts: Any) -> str:
+        with pytest.raises(Unauthorized) as info:
+            _check(verifier, msg_type, body, parts)
+        return str(info.value.details["reason"])
+
+    late = Verifier(SECRET, clock=lambda: 10_000_000_000.0)
+    assert reason(late, MsgType.DESTROY, _signed(member, MsgType.DESTROY, body)) == "nonce outside the window"
+    verifier = Verifier(SECRET)
+    parts = _signed(member, MsgType.DESTROY, body)
+    _check(verifier, MsgType.DESTROY, body, parts)
+    assert reason(verifier, MsgType.DESTROY, parts) == "replayed nonce"
+    assert reason(verifier, MsgType.DESTROY, _signed(wrong, MsgType.DESTROY, body)) == "bad signature"
+    assert reason(verifier, MsgType.DESTROY, _signed(Signer(), MsgType.DESTROY, body)) == "signature required"
+    header, data, auth = _app_signed(MsgType.DESTROY, body, "a1")
+    assert reason(verifier, MsgType.DESTROY, (header, data, auth, [])) == "member signature required"
+    header, data, auth, _ = _signed(member, MsgType.DESTROY, body)
+    assert auth is not None
+    assert reason(verifier, MsgType.DESTROY, (header, data, auth[:47], [])) == "malformed auth frame"
+    # a wrong key never learns about the window: the MAC is judged first
+    assert reason(late, MsgType.DESTROY, _signed(wrong, MsgType.DESTROY, body)) == "bad signature"
+
+
+def test_the_server_sends_the_reason_and_only_the_reason(ctx: zmq.Context[zmq.Socket[bytes]]) -> None:
+    def handler(request: Request, responder: Responder) -> None:
+        responder.ok({}, [])
+
+    server = RpcServer(
+        "inproc://reasons", handler, context=ctx, verifier=Verifier(SECRET, clock=lambda: 10_000_000_000.0)
+    )
+    server.start()
+    client = RpcClient(server.url, context=ctx, timeout=5, retries=0, signer=Signer.member(SECRET))
+    try:
+        with pytest.raises(Unauthorized) as info:
+            client.call(MsgType.DESTROY, {"app_id": "a1"})
+        assert info.value.details == {"reason": "nonce outside the window"}
+        assert info.value.message == "DESTROY(55) refused: nonce outside the window"
+    finally:
+        client.close()
+        server.stop()
+
+
+def _raw_call(ctx: zmq.Context[zmq.Socket[bytes]], url: str, frames: list[bytes]) -> list[bytes]:
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(url)
+    try:
+        sock.send_multipart(frames)
+        assert sock.poll(5000), "no reply"
+        return sock.recv_multipart()
+    finally:
+        sock.close()
+
+
+def test_an_auth_flag_without_an_auth_frame_is_unauthorized(ctx: zmq.Context[zmq.Socket[bytes]]) -> None:
+    # issue 22 §3.4: a missing credential is UNAUTHORIZED (it was BAD_REQUEST); without a
+    # secret the flag is ignored like any auth frame
+    import json
+
+    def handler(request: Request, responder: Responder) -> None:
+        responder.ok({"served": True}, [])
+
+    header = Header(Kind.REQUEST, MsgType.PING, 5, flags=AUTH_FLAG).encode()
+    secure = RpcServer("inproc://noframe", handler, context=ctx, verifier=Verifier(SECRET))
+    plain = RpcServer("inproc://noframe-plain", handler, context=ctx)
+    secure.start()
+    plain.start()
+    try:
+        reply = _raw_call(ctx, secure.url, [header, b"{}"])
+        head = Header.decode(reply[0])
+        assert (head.kind, head.msg_type, head.request_id, head.status) == (Kind.REPLY, MsgType.PING, 5, 18)
+        assert json.loads(reply[1])["details"] == {"reason": "malformed auth frame"}
+        reply = _raw_call(ctx, plain.url, [header, b"{}"])
+        assert Header.decode(reply[0]).status == 0 and json.loads(reply[1]) == {"served": True}
+    finally:
+        secure.stop()
+        plain.stop()
+
+
+def test_replies_carry_no_auth_frame_and_their_flags_are_ignored() -> None:
+    # issue 22 §3.5: a reply's frame 2 is its first payload, whatever its flags say
+    from croupier.transports._framing import parse_message, reply_frames
+
+    sent = reply_frames(MsgType.FETCH_CHUNK, 3, 0, b"{}", [b"chunk"])
+    assert Header.decode(sent[0]).flags == 0
+    flagged = Header(Kind.REPLY, MsgType.FETCH_CHUNK, 3, flags=AUTH_FLAG).encode()
+    parsed = parse_message([memoryview(flagged), memoryview(b"{}"), memoryview(b"chunk")], Kind.REPLY)
+    assert [bytes(p) for p in parsed.payloads] == [b"chunk"] and parsed.auth is None

@@ -1,4 +1,4 @@
-"""CURVE on RpcServer, RpcClient, AsyncRpcClient and MasterClient (``--curve``, README "Security")."""
+"""CURVE on RpcServer, RpcClient, AsyncRpcClient and MasterClient (``--curve``, docs/guides/security.md)."""
 
 from __future__ import annotations
 

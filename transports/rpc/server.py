@@ -1,51 +1,12 @@
-"""Request/reply RPC over ZeroMQ: a ROUTER server and a DEALER client.
+"""``RpcServer``: a ROUTER server; one thread owns the socket, receives and sends.
 
-Framing (the byte layout of the header is in :mod:`croupier.core.wire`)::
-
-    request  (client DEALER -> server ROUTER)
-        frame 0   header, 20 bytes: magic "CRPR", version 1, kind 0 = REQUEST,
-                  msg_type u16, request_id u64 (client-chosen, never 0), status 0, flags 0
-        frame 1   body: a UTF-8 JSON object (``{}`` when there is nothing to say)
-        (frame 2  the 48-byte auth frame, when the header's flags bit 0 is set:
-                  ``croupier.transports.auth``, PROTOCOL §2.1; payloads then start at frame 3)
-        frame 2.. payloads: raw bytes, any number, any size up to the server's limit
-
-    reply    (server ROUTER -> client DEALER)
-        frame 0   header: kind 1 = REPLY, the request's msg_type and request_id,
-                  status 0 = OK, else the error's status (see core/errors.py)
-        frame 1   body: on OK the handler's JSON object; on error
-                  ``{"code": str, "message": str, "details": object}``
-        frame 2.. payloads (OK replies only)
-
-There is no empty delimiter frame (this is not REQ/REP): the ROUTER identity frame
-is added and stripped by ZeroMQ itself and never reaches the application.
-
-Malformed requests (fewer than 2 frames, a header of the wrong size, magic,
-version or kind, a body that is not a JSON object, a msg_type the server does not
-serve) get a ``BAD_REQUEST`` reply. Its header echoes msg_type and request_id when
-the header frame has the right size and magic, and carries ``0, 0`` otherwise; a
-client therefore never uses request id 0. A frame larger than the server's
-``max_message_bytes`` makes libzmq drop the connection (ZMQ_MAXMSGSIZE) instead:
-no reply is possible then, and the client's DEALER reconnects on its own.
-
-A server given a ``Verifier`` checks every request's signature and its message type's
-access level before dispatch, and answers ``UNAUTHORIZED`` (logged, rate-limited) for
-those it refuses; a server without one accepts every request.
-
-Replies are matched by request_id. A client retries a timed-out request with a
-*new* request id on a *new* socket (the zguide "lazy pirate"), so only idempotent
-requests should be sent with ``retries > 0``.
+The framing is in :mod:`croupier.transports.rpc`; replies from other threads reach the server
+thread through the shared hand-off and loop of :mod:`croupier.transports._loop`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import logging
-import math
-import os
-import queue
-import secrets
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -56,16 +17,8 @@ from typing import Any, Self
 import zmq
 
 from croupier.core.access import Scheme
-from croupier.core.errors import (
-    BadRequest,
-    CroupierError,
-    InternalError,
-    RequestTimeout,
-    Unauthorized,
-    Unavailable,
-    error_from_wire,
-)
-from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Header, Kind, MsgType, decode_body, encode_body
+from croupier.core.errors import BadRequest, CroupierError, InternalError, Unauthorized, Unavailable
+from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Kind, encode_body
 from croupier.transports._conn_budget import ServerConnections
 from croupier.transports._framing import (
     COPY_THRESHOLD,
@@ -75,22 +28,16 @@ from croupier.transports._framing import (
     parse_message,
     peek_ids,
     reply_frames,
+    type_name,
 )
+from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
-from croupier.transports.auth import Signer, Verifier, request_frames
-from croupier.transports.curve import CurveClient, CurveServer, timeout_hint
+from croupier.transports.auth import Verifier
+from croupier.transports.curve import CurveServer
 from croupier.transports.log_context import LOG_FIELDS, body_fields, enter
 
-__all__ = [
-    "Handler",
-    "Reply",
-    "Request",
-    "Responder",
-    "RpcClient",
-    "RpcServer",
-    "RpcServerStats",
-]
+__all__ = ["Handler", "Request", "Responder", "RpcServer", "RpcServerStats"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +53,6 @@ _REAP_MS = 10
 # flood of requests cannot starve replies coming from worker threads.
 _RECV_BATCH = 256
 _STOP_JOIN_S = 10.0
-_U64 = (1 << 64) - 1
 
 _Context = zmq.Context[zmq.Socket[bytes]]
 _Socket = zmq.Socket[bytes]
@@ -120,13 +66,6 @@ def _peer_name(peer: bytes) -> str:
 def _nbytes(frames: Frames) -> int:
     # A handler's bad payload (not a buffer) is refused when it is sent, not here.
     return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
-
-
-def _type_name(msg_type: int) -> str:
-    try:
-        return f"{MsgType(msg_type).name}({msg_type})"
-    except ValueError:
-        return str(msg_type)
 
 
 @dataclass(frozen=True)
@@ -149,14 +88,6 @@ class Request:
     peer: bytes
     scheme: Scheme = Scheme.MEMBER
     frames: tuple[zmq.Frame, ...] = ()
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A successful reply: the JSON body and zero-copy views of the payload frames."""
-
-    body: dict[str, Any]
-    payloads: list[memoryview]
 
 
 @dataclass
@@ -250,7 +181,7 @@ class Responder:
             return True
 
     def _what(self) -> str:
-        return f"request {self._request_id} {_type_name(self._msg_type)}"
+        return f"request {self._request_id} {type_name(self._msg_type)}"
 
 
 Handler = Callable[[Request, Responder], None]
@@ -345,13 +276,8 @@ class RpcServer:
         self._stopped = False
         # Written by stop(), read by the loop: a plain bool is enough under the GIL.
         self._stopping = False
-        self._outbox: queue.SimpleQueue[tuple[bytes, Frames, CroupierError | None]] = queue.SimpleQueue()
-        # The pipe is closed by stop() while other threads may still reply; the
-        # lock makes sure nobody writes to an fd number the OS has since reused.
-        self._wake_lock = threading.Lock()
-        self._wake_pending = False
-        self._wake_r = -1
-        self._wake_w = -1
+        # replies made on other threads, for the server thread to send
+        self._outbox: Mailbox[tuple[bytes, Frames, CroupierError | None]] = Mailbox()
         self._warn_bad = _RateLimitedWarning()
         self.connections = ServerConnections(name)
         self._zap: ZapHandler | None = None
@@ -397,9 +323,7 @@ class RpcServer:
                 self._stopped = True
                 raise Unavailable(f"{self.name}: cannot bind {self._bind}: {exc}") from exc
             self._sock = sock
-            self._wake_r, self._wake_w = os.pipe()
-            os.set_blocking(self._wake_r, False)
-            os.set_blocking(self._wake_w, False)
+            self._outbox.open()
             self._thread = threading.Thread(target=self._run, name=f"croupier-{self.name}", daemon=True)
             self._thread.start()
         logger.debug("%s: serving on %s", self.name, self._url)
@@ -438,17 +362,13 @@ class RpcServer:
             self._stopping = True
             thread = self._thread
         if thread is not None:
-            self._wake()
+            self._outbox.wake()
             thread.join(_STOP_JOIN_S)
             if thread.is_alive():
                 # A handler is stuck: terminating the context would hang too.
                 logger.error("%s: server thread did not stop within %.0f s", self.name, _STOP_JOIN_S)
                 return
-        with self._wake_lock:
-            for fd in (self._wake_r, self._wake_w):
-                if fd >= 0:
-                    os.close(fd)
-            self._wake_r = self._wake_w = -1
+        self._outbox.close()
         self._unguard_connections()
         self._release_context()
         logger.debug("%s: stopped; stats %s", self.name, self.stats.as_dict())
@@ -508,36 +428,11 @@ class RpcServer:
         if self._stopping:
             logger.debug("%s: reply after stop dropped", self.name)
             return
+        # one wake-up byte per burst, not per reply: a burst from the committer costs one syscall
         self._outbox.put((peer, frames, error))
-        self._wake()
-
-    def _wake(self) -> None:
-        # One byte per pending wake-up, not per reply: a burst of replies from the
-        # committer costs one syscall. The flag is cleared before the loop drains.
-        if self._wake_pending:
-            return
-        with self._wake_lock:
-            if self._wake_w < 0:
-                return
-            self._wake_pending = True
-            # A full pipe means a wake-up is already pending.
-            with contextlib.suppress(BlockingIOError):
-                os.write(self._wake_w, b"\x01")
-
-    def _drain_wake(self, fd: int) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(fd, 4096):
-                pass
-        # Cleared after reading and before the outbox is drained: a producer that saw the
-        # flag set put its reply in before this point, so the drain that follows sends it.
-        self._wake_pending = False
 
     def _drain_outbox(self) -> None:
-        while True:
-            try:
-                peer, frames, error = self._outbox.get_nowait()
-            except queue.Empty:
-                return
+        for peer, frames, error in self._outbox.drain():
             self._send(peer, frames, error)
 
     # -- the server thread ------------------------------------------------------
@@ -545,30 +440,23 @@ class RpcServer:
     def _run(self) -> None:
         self._thread_ident = threading.get_ident()
         sock = self._sock
-        wake_fd = self._wake_r
+        wake_fd = self._outbox.fd
         assert sock is not None
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(wake_fd, zmq.POLLIN)
-        try:
-            while not self._stopping:
-                try:
-                    events = dict(poller.poll(_REAP_MS if self._budget.busy else _POLL_MS))
-                    if events.get(wake_fd):
-                        self._drain_wake(wake_fd)
-                    if events.get(sock):
-                        self._drain_socket(sock)
-                    self._drain_outbox()
-                    self._resume_parked()
-                except zmq.ContextTerminated:
-                    logger.error("%s: context terminated under a running server", self.name)
-                    return
-                except Exception:
-                    # Never let one bad turn kill the server; back off a little so a
-                    # persistent fault does not spin the CPU.
-                    logger.exception("%s: unexpected error in the server loop", self.name)
-                    time.sleep(0.01)
+
+        def turn() -> None:
+            events = dict(poller.poll(_REAP_MS if self._budget.busy else _POLL_MS))
+            self._outbox.clear(bool(events.get(wake_fd)))
+            if events.get(sock):
+                self._drain_socket(sock)
             self._drain_outbox()
+            self._resume_parked()
+
+        try:
+            if run_loop(self.name, "server", lambda: self._stopping, turn, logger):
+                self._drain_outbox()
         finally:
             sock.close(linger=0)
             self._sock = None
@@ -660,22 +548,25 @@ class RpcServer:
             self.stats.internal_errors += 1
             logger.exception("%s: handler failed on %s", self.name, responder._what())
             if not responder.done:
-                responder.error(InternalError(f"{type(exc).__name__} handling {_type_name(header.msg_type)}"))
+                responder.error(InternalError(f"{type(exc).__name__} handling {type_name(header.msg_type)}"))
         finally:
             if token is not None:
                 LOG_FIELDS.reset(token)
 
     def _refuse(self, peer: bytes, msg_type: int, request_id: int, exc: Unauthorized) -> None:
-        """Answer UNAUTHORIZED; why goes to the (rate-limited) log only, never to the sender."""
+        """Answer UNAUTHORIZED with its public reason; the detail goes to the (rate-limited) log only."""
         self.stats.unauthorized += 1
         self._warn_bad(
             "%s: UNAUTHORIZED %s from peer %s: %s",
             self.name,
-            _type_name(msg_type),
+            type_name(msg_type),
             _peer_name(peer),
             exc.message,
         )
-        _, data = encode_error_body(Unauthorized(f"{_type_name(msg_type)} refused: not authorized"))
+        # Only the coarse public reason (PROTOCOL §2.1) goes back; the log has the detail.
+        reason = exc.details.get("reason", "not authorized")
+        refusal = Unauthorized(f"{type_name(msg_type)} refused: {reason}", {"reason": reason})
+        _, data = encode_error_body(refusal)
         self._send(peer, reply_frames(msg_type, request_id, exc.status, data), exc)
 
     def _send(self, peer: bytes, frames: Frames, error: CroupierError | None) -> None:
@@ -735,222 +626,3 @@ class RpcServer:
         error = InternalError(f"the reply could not be sent: {type(exc).__name__}")
         _, data = encode_error_body(error)
         self._send(peer, reply_frames(msg_type, request_id, error.status, data), error)
-
-
-class RpcClient:
-    """A DEALER client for one server endpoint. Thread-safe: calls are serialised by a lock.
-
-    State:
-        one DEALER socket, recreated after every timeout (zguide "lazy pirate");
-        a request id counter (u64, starts at 1; 0 is what a server uses when it
-        could not read the id).
-
-    Parameters:
-        url: the server's endpoint.
-        context: defaults to the process-wide ``zmq.Context.instance()``; the
-            client never terminates a context.
-        timeout: seconds to wait for each try.
-        retries: extra tries after a timeout. A retry is a new request (new id,
-            new socket): only retry idempotent requests, pass ``retries=0`` otherwise.
-        retry_backoff: sleep before retry n is ``retry_backoff * 2 ** (n - 1)``.
-        curve: connect as a CURVE client of this server key (a fresh key pair per socket).
-        signer: signs each try (a new nonce each time, PROTOCOL §2.1); None sends unsigned.
-
-    Raises:
-        ValueError: a non-positive timeout or negative retries.
-        Unavailable: the endpoint is invalid.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        context: _Context | None = None,
-        timeout: float = 10.0,
-        retries: int = 2,
-        retry_backoff: float = 0.1,
-        curve: CurveClient | None = None,
-        signer: Signer | None = None,
-    ) -> None:
-        _check_policy(timeout, retries)
-        self.url = url
-        self._curve = curve
-        self.signer = signer
-        self._context: _Context = context if context is not None else zmq.Context.instance()
-        self._timeout = timeout
-        self._retries = retries
-        self._retry_backoff = retry_backoff
-        self._lock = threading.Lock()
-        # a random start: two clients of one app never sign the same request in the same
-        # microsecond with the same id (the server would refuse the second as a replay)
-        self._ids = itertools.count(secrets.randbits(62) + 1)
-        self._closed = False
-        self._sock: _Socket | None = self._connect()
-
-    def _connect(self) -> _Socket:
-        sock: _Socket = self._context.socket(zmq.DEALER)
-        try:
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.SNDHWM, _HWM)
-            sock.setsockopt(zmq.RCVHWM, _HWM)
-            if self._curve is not None:
-                self._curve.apply(sock)
-            sock.connect(self.url)
-        except zmq.ZMQError as exc:
-            sock.close(linger=0)
-            raise Unavailable(f"cannot connect to {self.url}: {exc}") from exc
-        return sock
-
-    def _next_id(self) -> int:
-        # u64 on the wire; skip 0 after a (theoretical) wrap, it means "unknown".
-        return (next(self._ids) & _U64) or 1
-
-    def _drop_socket(self) -> None:
-        if self._sock is not None:
-            self._sock.close(linger=0)
-            self._sock = None
-
-    def call(
-        self,
-        msg_type: int,
-        body: dict[str, Any] | None = None,
-        payloads: Sequence[Payload] = (),
-        *,
-        timeout: float | None = None,
-        retries: int | None = None,
-    ) -> Reply:
-        """Send one request and wait for its reply.
-
-        Parameters:
-            msg_type: a :class:`~croupier.core.wire.MsgType` value.
-            body: a JSON object; None sends ``{}``.
-            payloads: raw frames; 64 KiB and larger are sent zero-copy, so do not
-                mutate them until the call returns.
-            timeout, retries: override the client's defaults for this call.
-
-        Raises:
-            CroupierError: the server's error reply, rebuilt (never retried here;
-                callers decide by ``.retriable``).
-            RequestTimeout: no reply after all tries.
-            Unavailable: the client is closed, or ZeroMQ failed.
-            InternalError: the server sent a malformed reply body.
-            TypeError, ValueError: ``body`` is not JSON-encodable.
-        """
-        timeout = self._timeout if timeout is None else timeout
-        retries = self._retries if retries is None else retries
-        _check_policy(timeout, retries)
-        body = body if body is not None else {}
-        data = encode_body(body)
-        with self._lock:
-            if self._closed:
-                raise Unavailable(f"client for {self.url} is closed")
-            for attempt in range(retries + 1):
-                if attempt:
-                    time.sleep(self._retry_backoff * 2 ** (attempt - 1))
-                reply = self._try_once(msg_type, body, data, payloads, timeout)
-                if reply is not None:
-                    return reply
-                # Lazy pirate: a socket that timed out may hold a half-dead
-                # connection or a queue of stale requests; start afresh.
-                self._drop_socket()
-                logger.debug("%s to %s: try %d timed out", _type_name(msg_type), self.url, attempt + 1)
-            raise RequestTimeout(
-                f"no reply from {self.url} to {_type_name(msg_type)} within {timeout:g} s "
-                f"({retries + 1} tries){timeout_hint(self._curve)}",
-                {"url": self.url, "msg_type": msg_type, "timeout": timeout, "tries": retries + 1},
-            )
-
-    def _try_once(
-        self, msg_type: int, body: dict[str, Any], data: bytes, payloads: Sequence[Payload], timeout: float
-    ) -> Reply | None:
-        """One request on the (re)connected socket, with a fresh id; None when it timed out.
-
-        The caller holds ``self._lock``. A ZeroMQ failure drops the socket and raises
-        ``Unavailable``.
-        """
-        request_id = self._next_id()
-        try:
-            if self._sock is None:
-                self._sock = self._connect()
-            return self._exchange(
-                self._sock,
-                msg_type=msg_type,
-                request_id=request_id,
-                body=body,
-                data=data,
-                payloads=payloads,
-                timeout=timeout,
-            )
-        except zmq.ZMQError as exc:
-            self._drop_socket()
-            raise Unavailable(f"{_type_name(msg_type)} to {self.url} failed: {exc}") from exc
-
-    def _exchange(
-        self,
-        sock: _Socket,
-        *,
-        msg_type: int,
-        request_id: int,
-        body: dict[str, Any],
-        data: bytes,
-        payloads: Sequence[Payload],
-        timeout: float,
-    ) -> Reply | None:
-        """One try: send, then read until our reply or the deadline. None on timeout."""
-        deadline = time.monotonic() + timeout
-        frames = request_frames(self.signer, msg_type, request_id, body, data, payloads)
-        # Sending blocks only at the HWM; bound it by the same timeout.
-        sock.setsockopt(zmq.SNDTIMEO, max(1, math.ceil(timeout * 1000)))
-        try:
-            sock.send_multipart(frames, copy=False)
-        except zmq.Again:
-            return None
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            if not sock.poll(max(1, math.ceil(remaining * 1000)), zmq.POLLIN):
-                continue
-            views = [f.buffer for f in sock.recv_multipart(copy=False)]
-            try:
-                got = Header.decode(views[0])
-            except BadRequest as exc:
-                logger.warning("malformed reply header from %s discarded: %s", self.url, exc)
-                continue
-            if got.kind != Kind.REPLY or got.request_id != request_id:
-                # A late reply to an earlier call that timed out.
-                logger.debug(
-                    "reply %d from %s discarded (waiting for %d)", got.request_id, self.url, request_id
-                )
-                continue
-            got_body: dict[str, Any] | None
-            try:
-                got_body = decode_body(views[1]) if len(views) > 1 else None
-            except BadRequest:
-                got_body = None
-            if got.status != 0:
-                raise error_from_wire(got.status, got_body)
-            if got_body is None:
-                raise InternalError(f"malformed reply from {self.url} to {_type_name(msg_type)}")
-            return Reply(got_body, views[2:])
-
-    def close(self) -> None:
-        """Close the socket (linger 0). Idempotent; waits for a call in progress."""
-        with self._lock:
-            self._closed = True
-            self._drop_socket()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-def _check_policy(timeout: float, retries: int) -> None:
-    if not timeout > 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    if retries < 0:
-        raise ValueError(f"retries must be >= 0, got {retries}")
