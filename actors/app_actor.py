@@ -31,6 +31,11 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class DescribeApp:
+    """Ask: the app's id, when it was last seen and its shuffles (JSON values)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AppHeartbeatSeen:
     now: float
 
@@ -99,7 +104,7 @@ class AppActor(pykka.ThreadingActor):
                         extra=id_fields(self.app_id, None),
                     )
                     self._submit(ExpireApp(self.app_id))
-            case "describe":
+            case DescribeApp():
                 return {"app_id": self.app_id, "last_seen": self.last_seen, "shuffles": sorted(self.shuffles)}
             case _:
                 log.warning("AppActor %s ignored unknown message %r", self.app_id, message)

@@ -48,6 +48,7 @@ class CommitPlan:
     copies: tuple[Copy, ...]
     workers: dict[str, str]  # worker -> control URL, for workers that are not lost
     winners: dict[int, Winner] = field(default_factory=dict)  # map -> (attempt, touched, bitmap)
+    key_tag: str | None = None  # the app's registration (PROTOCOL §2.1), for COMMIT_FILES
 
 
 class CommitCoordinator:
@@ -125,7 +126,7 @@ class CommitCoordinator:
             self._call(
                 worker,
                 url,
-                CommitFiles(plan.app_id, plan.shuffle_id),
+                CommitFiles(plan.app_id, plan.shuffle_id, plan.key_tag),
                 CommitFilesReply,
                 self._tries,
                 finished,

@@ -21,11 +21,11 @@ from typing import Any
 import pykka
 
 from croupier.core.errors import CroupierError, Unavailable
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, PartitionFile
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.log_context import key_fields
 
-__all__ = ["FlushBatch", "FlushDone", "FlushGate", "FlushJob", "FlushStats", "FlusherActor"]
+__all__ = ["FlushBatch", "FlushDone", "FlushGate", "FlushJob", "FlushStats", "FlusherActor", "GetFlushStats"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,11 @@ class FlushDone:
     done: list[tuple[LocationKey, CroupierError | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class GetFlushStats:
+    """Ask: the flusher's disk and ``FlushStats`` figures, as JSON values."""
+
+
 class FlusherActor(pykka.ThreadingActor):
     """Sequential writer for one disk. Its ``stats`` feed the worker's disk-utilisation figure
     where the disk's own counters cannot be read."""
@@ -91,7 +96,7 @@ class FlusherActor(pykka.ThreadingActor):
                 with contextlib.suppress(pykka.ActorDeadError):  # its owner stopped: nobody waits
                     owner.tell(FlushDone(results))
             return None
-        if message == "stats":
+        if isinstance(message, GetFlushStats):
             return {
                 "disk": self.disk,
                 "busy_seconds": self.stats.busy_seconds,

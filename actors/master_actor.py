@@ -83,8 +83,12 @@ from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
 from croupier.transports.curve import CurveClient
 from croupier.transports.log_context import LOG_FIELDS, enter, object_fields
+from croupier.transports.secret import AppTags
 
 __all__ = [
+    "Describe",
+    "GetStatus",
+    "Inspect",
     "MasterActor",
     "Reload",
     "ReplyFn",
@@ -141,6 +145,23 @@ class SetWritable:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Describe:
+    """Ask: the actor's soft state, ``MasterInfo`` as JSON values (tests and the CLI)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetStatus:
+    """Ask: STATUS as an admin would get it, as JSON values (the HTTP API and the metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inspect:
+    """Ask: ``fn(state)``, run on the actor's thread (the HTTP API reads the state this way)."""
+
+    fn: Callable[[MasterState], Any]
+
+
 class MasterActor(pykka.ThreadingActor):
     """The master's state machine shell.
 
@@ -152,6 +173,7 @@ class MasterActor(pykka.ThreadingActor):
         info: ``MasterInfo`` fields the service knows (role, URL, log kind, term) for ``Status`` replies.
         started: settled once ``on_start`` ends: ``None`` when serving, else the load's exception.
         curve: the reservations talk CURVE to the workers, with this server key.
+        app_tags: kept equal to the registered apps' key tags (the front's verifier reads it).
     """
 
     def __init__(
@@ -166,8 +188,10 @@ class MasterActor(pykka.ThreadingActor):
         on_log_error: Callable[[CroupierError], None] | None = None,
         started: pykka.Future[None] | None = None,
         curve: CurveClient | None = None,
+        app_tags: AppTags | None = None,
     ) -> None:
         super().__init__()
+        self._app_tags = app_tags if app_tags is not None else AppTags()
         self._curve = curve
         self._started = started
         self._coordinator = coordinator
@@ -231,6 +255,7 @@ class MasterActor(pykka.ThreadingActor):
     def _load(self) -> None:
         now = self._clock()
         self.state = load_state(self._log)
+        self._app_tags.reset({a.app_id: a.key_tag for a in self.state.apps.values()})
         self._last_snapshot = self.state.seq
         self._grace_until = now + self._config.takeover_grace
         self._worker_seen = {wid: now for wid in self.state.workers}
@@ -309,11 +334,11 @@ class MasterActor(pykka.ThreadingActor):
             case SetWritable(writable, reason):
                 self._writable = writable
                 self._unwritable_reason = reason
-            case "describe":
+            case Describe():
                 return to_json(self._master_info())
-            case "status":  # the HTTP API (croupier.ops): STATUS as an admin would get it
+            case GetStatus():
                 return self._status()
-            case ("inspect", fn):  # the HTTP API: read the state on this thread
+            case Inspect(fn):
                 return fn(self.state)
             case _:
                 log.warning("MasterActor ignored unknown message %r", message)
@@ -452,7 +477,10 @@ class MasterActor(pykka.ThreadingActor):
                 self._worker_http.pop(wid, None)  # its next heartbeat says it again
                 if self._coordinator is not None:
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
+            case AppRegistered(app_id=app_id, key_tag=tag):
+                self._app_tags.set(app_id, tag)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
+                self._app_tags.drop(app_id)
                 ref = self._apps.pop(app_id, None)
                 if ref is not None:
                     ref.stop(block=False)
@@ -498,7 +526,11 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
-        plan = CommitPlan(app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners))
+        app = self.state.apps.get(app_id)
+        tag = app.key_tag if app is not None and app.key_tag else None
+        plan = CommitPlan(
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+        )
         self._coordinator.commit(plan)
 
     def _destroy(self, app_id: str, shuffle_id: int | None) -> None:

@@ -35,12 +35,15 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import pykka
 
 from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import (
+    Describe,
+    GetStatus,
+    Inspect,
     MasterActor,
     Reload,
     ReplyFn,
@@ -50,28 +53,36 @@ from croupier.actors.master_actor import (
     Tick,
     UnsignedRegisterApp,
 )
-from croupier.core.access import Scheme, public_status
+from croupier.core.access import Access, Scheme, access_of, public_status
+from croupier.core.codec import to_json
 from croupier.core.commands import (
     COMMAND_TYPES,
     INTERNAL_TYPES,
+    AppHeartbeat,
     Command,
     RegisterApp,
     Status,
     TakeOver,
+    UnregisterApp,
     decode_command,
 )
 from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
-from croupier.core.errors import CroupierError, Unavailable
+from croupier.core.errors import CroupierError, Unavailable, UnknownApp
+from croupier.core.replies import ChangedReply
+from croupier.core.state import MasterState
+from croupier.core.wire import MsgType
 from croupier.ha.eventlog import EventLog
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveServer
 from croupier.transports.rpc import Request, Responder, RpcServer
-from croupier.transports.secret import ClusterSecret
+from croupier.transports.secret import AppTags, ClusterSecret
 
 __all__ = ["IdleAnswer", "MasterFront"]
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 IdleAnswer = Callable[[Command], dict[str, Any]]
 """Answers a command while no actor serves: returns a reply body, or raises a ``CroupierError``."""
@@ -127,6 +138,7 @@ class MasterFront:
         self._stop_ticker = threading.Event()
         self._actor: ActorRef | None = None
         self._coordinator: CommitCoordinator | None = None
+        self._tags = AppTags()  # every registered app's key tag, kept by the serving actor
         self._burst: list[tuple[Command, ReplyFn | None]] = []
         self.watch: Callable[[Request, Responder], Responder] = lambda _request, responder: responder
         self.http_url: str | None = None  # this master's HTTP endpoint, shown in STATUS (croupier.ops)
@@ -153,7 +165,7 @@ class MasterFront:
             on_batch_end=self._flush,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
             curve=self._curve,
-            verifier=verifier_for(self._secret),
+            verifier=verifier_for(self._secret, app_tags=self._tag_of, unknown_app=self._unknown_app),
         )
         self._server.start()
         if self.config.sweep_interval > 0:
@@ -254,6 +266,7 @@ class MasterFront:
             on_log_error=on_log_error,
             started=started,
             curve=worker_curve,
+            app_tags=self._tags,
         )
         try:
             # the load's own error (LogCorrupted, Unavailable), not a dead actor later
@@ -299,12 +312,21 @@ class MasterFront:
         actor = self._actor
         if actor is None:
             raise Unavailable("this master is not serving")
-        result: dict[str, Any] = actor.ask("describe", block=True)
+        result: dict[str, Any] = actor.ask(Describe(), block=True)
         return result
 
-    def ask(self, message: Any) -> Any:
-        """Ask the serving actor ``"status"`` or ``("inspect", fn)`` (the HTTP API);
+    def status(self) -> dict[str, Any] | None:
+        """STATUS as an admin would get it, as JSON values (the HTTP API and the metrics);
         None when no actor serves (a follower, or starting or stopping)."""
+        status: dict[str, Any] | None = self._ask(GetStatus())
+        return status
+
+    def inspect(self, fn: Callable[[MasterState], R]) -> R | None:
+        """``fn(state)`` on the serving actor's thread (the HTTP API); None when no actor serves."""
+        result: R | None = self._ask(Inspect(fn))
+        return result
+
+    def _ask(self, message: Describe | GetStatus | Inspect) -> Any:
         actor = self._actor
         if actor is None:
             return None
@@ -318,9 +340,32 @@ class MasterFront:
             self.tick()
 
     # -- requests (the RPC server's thread) --------------------------------------------------
+    def _tag_of(self, app_id: str) -> str | None:
+        """The key tag of ``app_id``'s registration; None when not serving or unknown."""
+        return self._tags.get(app_id) if self._actor is not None else None
+
+    def _unknown_app(self, msg_type: int, app_id: str) -> CroupierError | None:
+        """The answer to a request signed by an app this master does not know: ``UNKNOWN_APP``
+        when it serves (``UNREGISTER_APP`` is answered by ``_on_request``: a retry is no
+        error), else what it answers every request then (``NOT_LEADER``, ...)."""
+        if self._actor is not None:
+            return None if msg_type == MsgType.UNREGISTER_APP else UnknownApp(f"unknown app {app_id!r}")
+        try:
+            self._when_idle(AppHeartbeat(app_id))
+        except CroupierError as exc:
+            return exc
+        return Unavailable("the master is starting or stopping")
+
     def _on_request(self, request: Request, responder: Responder) -> None:
         # decode here, decide on the actor thread
         command = decode_command(request.msg_type, request.body)
+        if request.scheme is Scheme.NONE and access_of(request.msg_type) is not Access.OPEN:
+            # signed by an app unknown when it was checked (Verifier): never acted on
+            if isinstance(command, UnregisterApp):
+                responder.ok(to_json(ChangedReply(False)))  # idempotent: a retry is no error
+            else:
+                responder.error(UnknownApp(f"unknown app {request.body.get('app_id')!r}"))
+            return
         if isinstance(command, RegisterApp) and command.app_id is not None and request.scheme is Scheme.NONE:
             # unsigned: it may create this app, but not repeat it (that would hand out its key)
             command = UnsignedRegisterApp(command.name, command.app_id, command.tenant_token)
@@ -334,7 +379,8 @@ class MasterFront:
 
     def _replier(self, command: Command, responder: Responder, public: bool) -> ReplyFn:
         ensemble = self._ensemble if isinstance(command, Status) else None
-        secret = self._secret if isinstance(command, RegisterApp) else None
+        register = isinstance(command, RegisterApp)
+        secret = self._secret
 
         def reply(body: dict[str, Any] | None, error: CroupierError | None) -> None:
             if error is not None:
@@ -342,9 +388,11 @@ class MasterFront:
                 return
             if ensemble is not None and body is not None:
                 body["master"].update(ensemble())
-            if secret is not None and body is not None and "app_key" not in body:
-                # REGISTER_APP hands the app its key (PROTOCOL §2.1); workers derive the same one
-                body["app_key"] = secret.app_key(str(body["app_id"])).hex()
+            if register and body is not None:
+                tag = str(body.pop("key_tag", None) or "")  # the master's own: never sent
+                if secret is not None and "app_key" not in body:
+                    # REGISTER_APP hands the app its key (PROTOCOL §2.1); workers derive the same one
+                    body["app_key"] = secret.app_key(str(body["app_id"]), tag).hex()
             responder.ok(public_status(body) if public and body is not None else body)
 
         return reply

@@ -52,8 +52,8 @@ from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
 from croupier.core.dataplane import LocationReport
 from croupier.core.errors import CroupierError, Unavailable
 from croupier.storage.index import IndexBuilder
+from croupier.storage.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.storage.store import ChunkIndex, CommittedFile, LocationKey, PartitionFile, PartitionStore
-from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.transports.log_context import key_fields
 
 __all__ = [

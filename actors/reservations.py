@@ -57,7 +57,13 @@ def reserves(state: MasterState, events: list[Event]) -> list[Send]:
                 continue
             placed = ((event.partition, event.epoch, event.primary, event.replica),)
             message = Reserve(
-                event.app_id, event.shuffle_id, "", info.num_partitions, info.replicate, revived=placed
+                event.app_id,
+                event.shuffle_id,
+                "",
+                info.num_partitions,
+                info.replicate,
+                revived=placed,
+                key_tag=_key_tag(state, event.app_id),
             )
             for wid in (w for w in (event.primary, event.replica) if w is not None):
                 out += _addressed(state, wid, dict(event.incarnations), message)
@@ -72,11 +78,25 @@ def shuffle_reserves(
     if info is None:
         return []
     known = dict(info.incarnations) if incarnations is None else incarnations
-    message = Reserve(app_id, shuffle_id, "", info.num_partitions, info.replicate, pairs=info.pairs)
+    message = Reserve(
+        app_id,
+        shuffle_id,
+        "",
+        info.num_partitions,
+        info.replicate,
+        pairs=info.pairs,
+        key_tag=_key_tag(state, app_id),
+    )
     out: list[Send] = []
     for wid in sorted({w for pair in info.pairs for w in pair if w is not None}):
         out += _addressed(state, wid, known, message)
     return out
+
+
+def _key_tag(state: MasterState, app_id: str) -> str | None:
+    """The key tag of ``app_id``'s registration, or None (none, or registered before tags)."""
+    app = state.apps.get(app_id)
+    return app.key_tag if app is not None and app.key_tag else None
 
 
 def _addressed(state: MasterState, wid: str, incarnations: dict[str, str], message: Reserve) -> list[Send]:

@@ -112,7 +112,7 @@ class WorkerConfig:
         heartbeat_interval: how often the worker heartbeats the master.
         slots: how many partition locations it offers.
         memory_cap: buffered (not yet flushed) bytes plus the state of its locations, seals
-            and reservations (``transports/limiter.py``) it may hold; pushes get CONGESTED
+            and reservations (``storage/limiter.py``) it may hold; pushes get CONGESTED
             above 85 % of it, replication above 95 %, new locations past 50 % in state.
         flush_threshold: a location hands its buffer to the flusher at this size.
         chunk_size: the target size of fetch chunks.

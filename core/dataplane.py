@@ -25,10 +25,11 @@ worker refuses another incarnation with ``STALE_LOCATION`` (DESIGN §10).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from croupier.core.codec import to_json
+from croupier.core.codec import OMITTED_WHEN_NONE, to_json
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest
 from croupier.core.ids import app_id, int_id, worker_id
@@ -55,6 +56,7 @@ __all__ = [
     "SmallLocation",
     "WorkerInfoReply",
     "WorkerReply",
+    "check_key_tag",
     "encode_reply",
 ]
 
@@ -119,15 +121,19 @@ class CommitFiles:
 
     Reply: ``{"incarnation", "locations": [{"partition", "epoch", "role", "ok",
     "error", "bytes", "batches", "chunks", "seals": [[map, attempt, count]]}]}``.
+    ``key_tag`` as in ``RESERVE``: a restarted worker that reports files it still has
+    learns from it the key of the app that reads them.
     """
 
     TYPE = MsgType.COMMIT_FILES
     app_id: str
     shuffle_id: int
+    key_tag: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         app_id(self.app_id)
         int_id("shuffle_id", self.shuffle_id)
+        check_key_tag(self.key_tag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +228,19 @@ class Destroy:
             int_id("shuffle_id", self.shuffle_id)
 
 
+KEY_TAG_RE = re.compile(r"[0-9a-f]{16}")
+
+
+def check_key_tag(tag: object) -> None:
+    """A registration's app key tag: None (none) or 16 lowercase hex digits.
+
+    Raises:
+        BadRequest: anything else.
+    """
+    if tag is not None and not (isinstance(tag, str) and KEY_TAG_RE.fullmatch(tag)):
+        raise BadRequest("key_tag must be 16 lowercase hex digits")
+
+
 MAX_RESERVE_PARTITIONS = 1_000_000  # as a shuffle's num_partitions (core/commands.py)
 
 
@@ -236,7 +255,9 @@ class Reserve:
     ``replica`` is None exactly when ``replicate`` is false. ``peers``: ``(worker_id,
     replicate URL)`` of the replicas this worker forwards to, as registered with the
     master: a PUSH naming another URL for them is refused (a worker connects only where
-    the master placed its peer). Reply: ``ReserveReply``.
+    the master placed its peer). ``key_tag``: the key tag of the app's current registration
+    (PROTOCOL §2.1), which the worker derives the app key from (absent: an app registered
+    before tags, keyed by its id alone). Reply: ``ReserveReply``.
     """
 
     TYPE = MsgType.RESERVE
@@ -248,9 +269,11 @@ class Reserve:
     pairs: tuple[tuple[str, str | None], ...] = ()
     revived: tuple[tuple[int, int, str, str | None], ...] = ()
     peers: tuple[tuple[str, str], ...] = ()
+    key_tag: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         _location(self)
+        check_key_tag(self.key_tag)
         if len(self.peers) > self.num_partitions:
             raise BadRequest(f"{len(self.peers)} peers for {self.num_partitions} partitions")
         for peer, url in self.peers:
@@ -363,7 +386,7 @@ class DestroyReply:
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfoReply:
-    """``WORKER_INFO`` (and the worker's ``PING``): what the worker holds right now.
+    """``WORKER_INFO``: what the worker holds right now.
 
     ``urls`` maps each port's name (control, push, replicate, fetch) to its endpoint;
     ``congested`` counts the pushes refused as congested so far; ``disk_util`` and

@@ -14,6 +14,7 @@ returns the same answer; so does a ``RerunMaps`` of maps still rerunning.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import replace
@@ -337,6 +338,14 @@ def _decommission(state: MasterState, cmd: DecommissionWorker, now: float, rng: 
     return DecommissionReply(True, status), [WorkerDecommissioning(cmd.worker_id)]
 
 
+def key_tag(app: str, seq: int, now: float) -> str:
+    """The key tag of a new registration of ``app``: 16 hex digits unique to it, as the log
+    position ``seq`` is (and ``now`` too, should a log ever start again from nothing).
+    Not secret: the key needs the cluster secret too. Drawn without ``rng``, so placements
+    stay what they were."""
+    return hashlib.blake2b(f"{app}\0{seq}\0{now!r}".encode(), digest_size=8).hexdigest()
+
+
 def _register_app(
     state: MasterState,
     cmd: RegisterApp,
@@ -356,7 +365,7 @@ def _register_app(
                 )
             if existing.tenant != tenant:
                 raise Unauthorized(f"app {cmd.app_id} belongs to another tenant")
-            return RegisterAppReply(cmd.app_id, cmd.name), []
+            return RegisterAppReply(cmd.app_id, cmd.name, key_tag=existing.key_tag), []
     # a retry of a registration that went through is answered above, even at the cap
     if max_apps is not None and len(state.apps) >= max_apps:
         raise QuotaExceeded(
@@ -373,7 +382,10 @@ def _register_app(
                 break
         else:  # pragma: no cover - 2**40 ids
             raise Conflict("could not find a free app id")
-    return RegisterAppReply(new_id, cmd.name), [AppRegistered(new_id, cmd.name, now, tenant)]
+    # a new key for every registration of an id (PROTOCOL §2.1): the tag is in the event
+    tag = key_tag(new_id, state.seq, now)
+    reply = RegisterAppReply(new_id, cmd.name, key_tag=tag)
+    return reply, [AppRegistered(new_id, cmd.name, now, tenant, key_tag=tag)]
 
 
 def _app_heartbeat(state: MasterState, cmd: AppHeartbeat, now: float, rng: random.Random) -> Decision:

@@ -104,14 +104,18 @@ class WorkerRemoved(Event):
 @dataclass(frozen=True, slots=True)
 class AppRegistered(Event):
     """An app and its tenant. Version 2 adds ``tenant`` (version 1: ``"default"``); the
-    tenant's token is never logged."""
+    tenant's token is never logged. Version 3 adds ``key_tag``: 16 hex digits drawn at
+    random for this registration, which the app key is derived from with the id (PROTOCOL
+    §2.1), so that a later registration of the same id gets another key (versions 1 and 2:
+    ``""``, the key of the id alone). The key itself is never logged."""
 
     KIND = "AppRegistered"
-    VERSION = 2
+    VERSION = 3
     app_id: str
     name: str
     at: float
     tenant: str = "default"
+    key_tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)

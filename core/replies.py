@@ -156,11 +156,15 @@ class DecommissionReply:
 class RegisterAppReply:
     """``app_key``: 64 hex digits, the app's key (batch digests, app requests), from a master with
     a cluster secret; absent from one without (PROTOCOL §4). The master adds it to each reply
-    itself: it is never in the event log."""
+    itself: it is never in the event log.
+
+    ``key_tag``: the registration's key tag (``AppRegistered``), which the master derives
+    ``app_key`` from; it takes it out of the reply before sending it."""
 
     app_id: str
     name: str
     app_key: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    key_tag: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)

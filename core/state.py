@@ -124,6 +124,7 @@ class AppInfo:
     registered_at: float
     next_shuffle_id: int = 0
     tenant: str = "default"  # croupier.core.quotas; snapshots from before tenants have none
+    key_tag: str = ""  # this registration's app key tag (PROTOCOL §2.1); "" before tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,7 +542,9 @@ def _worker_removed(state: MasterState, event: WorkerRemoved) -> None:
 def _app_registered(state: MasterState, event: AppRegistered) -> None:
     if event.app_id in state.apps:
         raise InvalidEvent(f"app {event.app_id} is already registered")
-    state.apps[event.app_id] = AppInfo(event.app_id, event.name, event.at, tenant=event.tenant)
+    state.apps[event.app_id] = AppInfo(
+        event.app_id, event.name, event.at, tenant=event.tenant, key_tag=event.key_tag
+    )
 
 
 def _app_gone(state: MasterState, event: AppUnregistered | AppExpired) -> None:

@@ -8,13 +8,14 @@ of the shuffle starts after that, so none recreates a removed file. The wait and
 removal run on a one-thread pool owned here (``close`` ends it), and the reply is sent
 from there, so a slow actor never holds up the other control requests.
 
-State: the destroy pool. WORKER_INFO and PING are answered with ``info()``.
+State: the destroy pool. WORKER_INFO is answered with ``info()``, PING with the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,6 +43,7 @@ from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.log_context import key_fields
 from croupier.transports.rpc import Request, Responder
+from croupier.transports.secret import AppTags
 
 __all__ = ["ControlHandler"]
 
@@ -54,11 +56,13 @@ class ControlHandler:
     reservations: the locations placed here.
     store: the committed files.
     incarnation: this worker's, reported in COMMIT_FILES replies.
-    info: what WORKER_INFO and PING answer.
+    info: what WORKER_INFO answers (PING answers only the worker's clock).
     drop_timeout: how long DESTROY waits for each actor to drop its locations.
     pushed: the bytes in flight per shuffle, forgotten at COMMIT_FILES and DESTROY.
     split: the locations' sizes for the split threshold, forgotten at COMMIT_FILES and DESTROY.
     tier: the memory tier: filled at COMMIT_FILES, evicted with the files.
+    app_tags: the key tag of each app's registration (PROTOCOL §2.1), learnt from RESERVE and
+        COMMIT_FILES, forgotten at the app's DESTROY; the verifier and the push path read it.
     """
 
     def __init__(
@@ -73,7 +77,9 @@ class ControlHandler:
         pushed: PushedBytes | None = None,
         split: SplitPolicy | None = None,
         tier: MemoryTier | None = None,
+        app_tags: AppTags | None = None,
     ) -> None:
+        self._app_tags = app_tags if app_tags is not None else AppTags()
         self._split = split
         self._tier = tier
         self._pushed = pushed or PushedBytes()
@@ -95,6 +101,7 @@ class ControlHandler:
             reserve = from_json(Reserve, request.body)
             reserve.validate()
             held = self._reservations.reserve(reserve)
+            self._app_tags.set(reserve.app_id, reserve.key_tag)
             if reserve.revived:  # a revive before the commit, or a rerun's new epoch after it
                 where = [(p, e) for p, e, *_ in reserve.revived]
                 self._locations.reopen(reserve.app_id, reserve.shuffle_id, where)
@@ -102,6 +109,7 @@ class ControlHandler:
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
+            self._app_tags.set(cmd.app_id, cmd.key_tag)
             self._forget(cmd.app_id, cmd.shuffle_id)
             commit_files(
                 cmd,
@@ -116,10 +124,14 @@ class ControlHandler:
             destroy.validate()
             self._forget(destroy.app_id, destroy.shuffle_id)
             self._reservations.forget(destroy.app_id, destroy.shuffle_id)
+            if destroy.shuffle_id is None:  # the app is gone: a new registration has a new key
+                self._app_tags.drop(destroy.app_id)
             dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
             self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
-        else:
+        elif request.msg_type == MsgType.WORKER_INFO:
             responder.ok(encode_reply(self._info()))
+        else:  # PING is open: nothing about the worker, only its clock (PROTOCOL §2.1, §5.2)
+            responder.ok({"pong": True, "time_us": time.time_ns() // 1000})
 
     def drop_orphan(self, app_id: str, shuffle_id: int) -> None:
         """Destroy a shuffle the master no longer knows (its DESTROY never came), as DESTROY does.

@@ -33,8 +33,8 @@ from croupier.actors.partition_actor import (
     shard_of,
 )
 from croupier.core.errors import Congested, StaleLocation
+from croupier.storage.limiter import LOCATION_BYTES, MemoryLimiter
 from croupier.storage.store import LocationKey
-from croupier.transports.limiter import LOCATION_BYTES, MemoryLimiter
 
 __all__ = ["Locations", "Owner"]
 

@@ -48,12 +48,12 @@ from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
 from croupier.dataplane.throttle import AppThrottle
+from croupier.storage.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.storage.store import LocationKey
 from croupier.transports.async_rpc import AsyncRpcClient, Callback
 from croupier.transports.digest import AppKeys, digest_ok
-from croupier.transports.limiter import SEAL_BYTES, MemoryLimiter
 from croupier.transports.rpc import Reply, Request, Responder
-from croupier.transports.secret import ClusterSecret
+from croupier.transports.secret import AppTags, ClusterSecret
 
 __all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
 
@@ -143,6 +143,7 @@ class PushHandler:
     throttle: per-app push rates; a PUSH of a throttled app is ``CONGESTED`` (None: off).
     secret: the cluster secret: batch digests are checked keyed by each app's key, derived from
         it (cached per app, bounded); None (a worker built without one) checks them unkeyed.
+    app_tags: the key tags of the apps' registrations (from RESERVE; None: keys of the ids alone).
     split: when a PUSH is split soft or hard (None: never).
     failures: the worker's failed locations (written by its partition actors).
     ample: whether the disks are ample (``DiskRoom``): then seals are answered from memory
@@ -160,6 +161,7 @@ class PushHandler:
         *,
         throttle: AppThrottle | None = None,
         secret: ClusterSecret | None = None,
+        app_tags: AppTags | None = None,
         split: SplitPolicy | None = None,
         failures: Failures | None = None,
         ample: Callable[[], bool] | None = None,
@@ -174,7 +176,7 @@ class PushHandler:
         self._limiter = limiter
         self._replicator = replicator
         self._throttle = throttle
-        self._app_keys = AppKeys(secret)
+        self._app_keys = AppKeys(secret, app_tags)
 
     def on_push(self, request: Request, responder: Responder) -> None:
         """Take a PUSH into memory here, then forward it to its replica, if any."""

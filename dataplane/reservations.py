@@ -29,7 +29,7 @@ from croupier.core.dataplane import Reserve
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Congested, StaleLocation, Unavailable
 from croupier.dataplane.identity import Identity
-from croupier.transports.limiter import RESERVATION_BYTES, MemoryLimiter
+from croupier.storage.limiter import RESERVATION_BYTES, MemoryLimiter
 
 __all__ = ["MAX_RESERVATIONS", "Reservations"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 import croupier
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
+from integration.procs import admin
 from tests.jvm.harness import build_test_classpath, run_java, spark_jars_or_skip
 
 pytestmark = pytest.mark.integration
@@ -88,6 +90,11 @@ def test_python_writes_and_java_reads_every_record_once_and_a_map_range(
         everything = ("0", "2147483647", "0", "6")
         got = read_records(java(java_cp, "read", cluster.master_url, sh.handle(), *everything))
         assert sorted(got) == sorted(want)
+        # the same through OPEN_STREAM and FETCH_CHUNK alone (no FETCH_SMALL)
+        streamed = read_records(
+            java(java_cp, "read", cluster.master_url, sh.handle(), *everything, "nosmall")
+        )
+        assert sorted(streamed) == sorted(want)
         # an AQE skew split: maps [1, 3) of partitions [2, 4)
         part = read_records(java(java_cp, "read", cluster.master_url, sh.handle(), "1", "3", "2", "4"))
         assert sorted(part) == sorted(x for x in want if 1 <= x[1] < 3 and 2 <= x[0] < 4)
@@ -162,8 +169,12 @@ def test_java_heartbeats_and_attach_with_the_apps_handle(java_cp: str, cluster: 
     assert java(java_cp, "beats", cluster.master_url) == ["ok beats"]
 
 
-def test_a_java_writer_outlives_a_worker_killed_mid_write(java_cp: str, cluster: LocalCluster) -> None:
-    """Revives (same batch ids) after a primary dies halfway: every record read exactly once."""
+@pytest.mark.parametrize("fault", ["kill", "decommission"])
+def test_a_java_writer_outlives_a_worker_killed_or_decommissioned_mid_write(
+    java_cp: str, cluster: LocalCluster, fault: str
+) -> None:
+    """Revives (same batch ids) after a primary dies halfway (UNAVAILABLE, timeouts), or turns
+    decommissioning (HARD_SPLIT): every record read exactly once."""
     with croupier.connect(cluster.master_url, config=FAST) as client:
         app = client.register_app("jvm-revive")
         sh = app.register_shuffle(num_mappers=1, num_partitions=6)
@@ -189,7 +200,11 @@ def test_a_java_writer_outlives_a_worker_killed_mid_write(java_cp: str, cluster:
         try:
             assert writer.stdout is not None and writer.stdin is not None
             assert writer.stdout.readline().strip() == "half"
-            cluster.kill_worker(cluster.worker_ids().index(victim))
+            if fault == "kill":
+                cluster.kill_worker(cluster.worker_ids().index(victim))
+            else:
+                admin(cluster.master_url, "decommission", victim, secret_file=cluster.secret_file)
+                time.sleep(2.0)  # the worker learns it at its next heartbeat (every 0.5 s)
             out, _ = writer.communicate("go\n", timeout=150)
         finally:
             if writer.poll() is None:
@@ -200,3 +215,11 @@ def test_a_java_writer_outlives_a_worker_killed_mid_write(java_cp: str, cluster:
         got = sorted(r for p in range(6) for r in sh.reader(p))
         assert got == sorted(f"j-0-{i}".encode() for i in range(4000))
         app.unregister()
+
+
+def test_java_pushes_and_reads_many_chunks_exactly(java_cp: str, cluster: LocalCluster) -> None:
+    """48 MiB in 256 KiB batches over 2 partitions: several 8 MiB chunks per copy, fetched with
+    requests in flight, every batch checked. Prints the rates (no assertion on speed)."""
+    out = run_java(java_cp, CLI, "bench", cluster.master_url, "48", "2", "256", jit=True).stdout.splitlines()
+    print(out[0])
+    assert out[-1] == "ok", out

@@ -154,7 +154,8 @@ def test_one_bad_batch_in_both_copies_is_data_lost_for_that_map_only(cluster: Lo
     with croupier.connect(cluster.master_url) as client:
         app = client.register_app("one-bad-batch")
         sh = app.register_shuffle(num_mappers=3, num_partitions=2, replicate=True)
-        records = {m: [f"map{m}-{i:05d}-".encode() * 100 for i in range(300)] for m in range(3)}
+        # under 1 MiB a partition, so that readers() takes it whole in a FETCH_SMALL
+        records = {m: [f"map{m}-{i:05d}-".encode() * 100 for i in range(150)] for m in range(3)}
         for m in range(3):  # one map after the other: map 0's batches come first in the files
             with sh.writer(m) as w:
                 for r in records[m]:
@@ -178,6 +179,10 @@ def test_one_bad_batch_in_both_copies_is_data_lost_for_that_map_only(cluster: Lo
         with pytest.raises(DataLostError) as info:
             list(sh.reader(0))
         assert info.value.partitions == [0]
+        assert info.value.details["maps"] == [[0, 0]]
+        with pytest.raises(DataLostError) as info:  # the same through FETCH_SMALL (readers())
+            for reader in sh.readers([0]):
+                list(reader)
         assert info.value.details["maps"] == [[0, 0]]
         check_all(sh, {1: expected[1]})
         app.unregister()

@@ -1,6 +1,6 @@
 """What the master's HTTP API serves, built from its STATUS and its state.
 
-``shuffle_detail`` runs on the master actor's thread (``MasterFront.ask(("inspect", fn))``);
+``shuffle_detail`` runs on the master actor's thread (``MasterFront.inspect(fn)``);
 ``History`` keeps the last minutes of cluster samples (throughput from the workers'
 ``/api/v1/worker``, and the events seen between two STATUS snapshots) for the status page.
 """

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from aiohttp import ClientSession, ClientTimeout, web
 
 from croupier.core.enums import WorkerStatus
+from croupier.core.state import MasterState
 from croupier.core.urls import parse_listen
 from croupier.ops.api import History, MasterApi, Sample, shuffle_detail
 from croupier.ops.metrics import MasterMetrics, exposition
@@ -136,7 +137,9 @@ class HttpEndpoint:
 
 
 class _Front(Protocol):
-    def ask(self, message: Any) -> Any: ...
+    def status(self) -> dict[str, Any] | None: ...
+
+    def inspect(self, fn: Callable[[MasterState], Any]) -> Any: ...
 
 
 def start_master_http(
@@ -150,8 +153,8 @@ def start_master_http(
         return None
     host, port = parse_http(listen)
     api = MasterApi(
-        status=lambda: front.ask("status"),
-        inspect=lambda fn: front.ask(("inspect", fn)),
+        status=front.status,
+        inspect=front.inspect,
         leader_http=leader_http,
     )
     return HttpEndpoint(host, port, master_routes(metrics, api, History()), name="master-http").start()

@@ -31,10 +31,9 @@ from prometheus_client.registry import Collector
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError
 from croupier.core.wire import MsgType
-from croupier.ha.eventlog import EventLog
 from croupier.transports.rpc import Handler, Request, Responder
 
-__all__ = ["LATENCY_BUCKETS", "MasterMetrics", "TimedLog", "WorkerGauges", "WorkerMetrics", "exposition"]
+__all__ = ["LATENCY_BUCKETS", "MasterMetrics", "WorkerGauges", "WorkerMetrics", "exposition"]
 
 # 100 us .. 10 s: push acks are expected in the low milliseconds (seed goal P99 <= 5 ms)
 LATENCY_BUCKETS = (
@@ -460,38 +459,6 @@ class _MasterCollector(Collector):
             "Lost partitions of the registered shuffles (DataLost on read)",
             value=sum(len(s.get("lost_partitions", ())) for s in shuffles),
         )
-
-
-class TimedLog:
-    """An ``EventLog`` that reports each append's size and duration to ``metrics``."""
-
-    def __init__(self, inner: EventLog, metrics: MasterMetrics) -> None:
-        self.inner = inner
-        self._metrics = metrics
-        self.max_record_bytes = inner.max_record_bytes
-        self.max_batch_bytes = inner.max_batch_bytes
-        self.kind = type(inner).__name__  # what STATUS names the log
-
-    def append(self, records: Sequence[bytes]) -> int:
-        t0 = time.perf_counter()
-        seq = self.inner.append(records)
-        self._metrics.appended(len(records), time.perf_counter() - t0)
-        return seq
-
-    def read(self, after: int = 0) -> Iterator[tuple[int, bytes]]:
-        return self.inner.read(after)
-
-    def last_seq(self) -> int:
-        return self.inner.last_seq()
-
-    def write_snapshot(self, seq: int, data: bytes) -> None:
-        self.inner.write_snapshot(seq, data)
-
-    def latest_snapshot(self) -> tuple[int, bytes] | None:
-        return self.inner.latest_snapshot()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def counter_totals(counter: Counter, by: str) -> dict[str, float]:

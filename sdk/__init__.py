@@ -3,6 +3,12 @@
 Kept light on purpose: every ``import croupier.core`` runs this file first, so
 the SDK's names are exported lazily (no zmq or blake3 until one is used).
 
+Where the rest of the client lives: the master client, the RPC clients and batch digests in
+``transports/``; the wire format in ``core/``; the Spark shuffle manager's JVM side in
+``clients/jvm/`` (built by ``croupier.spark``). The SDK imports only ``core`` and
+``transports`` (DESIGN §3): the embedded cluster of ``croupier.engine`` and the ZooKeeper
+leader lookup are found through entry points (pyproject.toml).
+
 Usage::
 
     import croupier

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self, overload
 
+from croupier._ports import MasterPort
 from croupier._reader import SMALL_BATCH, Reader, readers
 from croupier._routing import Routing
 from croupier._writer import Writer
@@ -77,7 +78,6 @@ from croupier.core.replies import (
     RegisterAppReply,
     RerunReply,
     ShuffleSummary,
-    decode_reply,
 )
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
@@ -226,9 +226,8 @@ class Client:
             QuotaExceeded: too many apps on the master.
             CroupierError: the master refused or could not be reached.
         """
-        body = self._register(name, app_id)
-        reply = decode_reply(RegisterAppReply, body, "RegisterApp")
-        app = App(self, reply.app_id, reply.name, _app_key(reply.app_key))
+        reply = self._register(name, app_id)
+        app = App(self, reply.app_id, reply.name, _app_key(reply.app_key), master=self._master)
         with self._lock:
             if self._closed:
                 app.close()
@@ -238,7 +237,7 @@ class Client:
         app._start_heartbeats()
         return app
 
-    def _register(self, name: str, app_id: str | None) -> dict[str, Any]:
+    def _register(self, name: str, app_id: str | None) -> RegisterAppReply:
         """The master's REGISTER_APP reply, for ``app_id`` or an id chosen here.
 
         A chosen id refused as ``UNAUTHORIZED`` was registered by this very call, whose
@@ -248,7 +247,8 @@ class Client:
         for last in (False, True):
             chosen = app_id or f"{name[:96]}-{secrets.token_hex(5)}"
             try:
-                return self._master.call(RegisterApp(name, chosen, tenant_token=self._tenant_token))
+                command = RegisterApp(name, chosen, tenant_token=self._tenant_token)
+                return self._master.request(command, RegisterAppReply)
             except Unauthorized as exc:
                 # only the refused repeat names the app: a tenant token refusal is raised as is
                 if app_id is not None or last or exc.details.get("app_id") != chosen:
@@ -294,7 +294,7 @@ class Client:
                 " returns in the process that registered it), not with its ids",
                 exc.details,
             ) from exc
-        return Shuffle(self, summary, app_key=key)
+        return Shuffle(self, summary, app_key=key, master=self._master)
 
     def attach(self, handle: str) -> App:
         """Take over the app of ``handle`` (``App.handle()`` of another process, maybe dead).
@@ -315,7 +315,7 @@ class Client:
         """
         app_id, key = parse_app_handle(handle)
         self._check_handle(app_id, key)
-        app = App(self, app_id, app_id, key)
+        app = App(self, app_id, app_id, key, master=self._master)
         with self._lock:
             if self._closed:
                 raise Unavailable("the client is closed")
@@ -460,10 +460,14 @@ class App:
             secret): every request of the app is signed with it (PROTOCOL §2.1) and batch
             digests are keyed with it. A credential: never print it.
         heartbeats: heartbeats the master acknowledged.
+        master: the port to the master (passed in by the client that made the app).
     """
 
-    def __init__(self, client: Client, app_id: str, name: str, app_key: bytes | None = None) -> None:
+    def __init__(
+        self, client: Client, app_id: str, name: str, app_key: bytes | None = None, *, master: MasterPort
+    ) -> None:
         self.client = client
+        self.master = master
         self.app_id = app_id
         self.name = name
         self.app_key = app_key
@@ -491,8 +495,8 @@ class App:
         request = RegisterShuffle(
             self.app_id, num_mappers, num_partitions, replicate, shuffle_id, request_id=secrets.token_hex(12)
         )
-        summary = self.client._master.request(request, ShuffleSummary)
-        return Shuffle(self.client, summary, app_key=self.app_key)
+        summary = self.master.request(request, ShuffleSummary)
+        return Shuffle(self.client, summary, app_key=self.app_key, master=self.master)
 
     def handle(self) -> str:
         """The string another process takes this app over with: ``client.attach(handle)``.
@@ -511,7 +515,7 @@ class App:
     def unregister(self) -> None:
         """Stop heartbeats and unregister; workers then delete the app's files. Idempotent."""
         self.close()
-        self.client._master.request(UnregisterApp(self.app_id), ChangedReply)
+        self.master.request(UnregisterApp(self.app_id), ChangedReply)
 
     def close(self) -> None:
         """Stop heartbeats without unregistering (the master expires the app later)."""
@@ -534,7 +538,7 @@ class App:
     def _beat(self, interval: float) -> None:
         while not self._stop.wait(interval):
             try:
-                self.client._master.request(AppHeartbeat(self.app_id), AppHeartbeatReply)
+                self.master.request(AppHeartbeat(self.app_id), AppHeartbeatReply)
                 self.heartbeats += 1
             except UnknownApp:
                 log.error("app %s is no longer registered (expired?); heartbeats stop", self.app_id)
@@ -556,10 +560,14 @@ class Shuffle:
         app_key: its app's key (None on a cluster without a secret); writers key batch
             digests with it, readers check them with it.
         routing: the current location of every partition (shared by this object's writers).
+        master: the port to the master (passed in by the client; its writers and readers use it).
     """
 
-    def __init__(self, client: Client, summary: ShuffleSummary, *, app_key: bytes | None = None) -> None:
+    def __init__(
+        self, client: Client, summary: ShuffleSummary, *, app_key: bytes | None = None, master: MasterPort
+    ) -> None:
         self.client = client
+        self.master = master
         self.app_key = app_key
         self.app_id = summary.app_id
         self.shuffle_id = summary.shuffle_id
@@ -622,13 +630,13 @@ class Shuffle:
         return dict(to_json(self._summary()))
 
     def _summary(self) -> ShuffleSummary:
-        return self.client._master.request(GetShuffle(self.app_id, self.shuffle_id), ShuffleSummary)
+        return self.master.request(GetShuffle(self.app_id, self.shuffle_id), ShuffleSummary)
 
     def lost_maps(self) -> dict[str, Any]:
         """The master's view of lost data (``GET_LOST_MAPS``), as JSON values: ``lost`` and
         ``suspect`` hold ``[partition, lo, hi]`` (maps ``lo..hi-1``), ``rerunning`` and ``rerun``
         hold ``[lo, hi]`` ranges; ``num_mappers``, ``committed``."""
-        reply = self.client._master.request(GetLostMaps(self.app_id, self.shuffle_id), LostMapsReply)
+        reply = self.master.request(GetLostMaps(self.app_id, self.shuffle_id), LostMapsReply)
         return dict(to_json(reply))
 
     def lost_map_ids(self) -> list[int]:
@@ -649,7 +657,7 @@ class Shuffle:
                 shuffle is not committed (yet, or again after another rerun).
         """
         ids = tuple(sorted(set(maps)))
-        reply = self.client._master.request(RerunMaps(self.app_id, self.shuffle_id, ids), RerunReply)
+        reply = self.master.request(RerunMaps(self.app_id, self.shuffle_id, ids), RerunReply)
         self.routing = Routing.from_summary(self._summary())  # the new epochs
         log.info(
             "shuffle %s/%d: rerunning maps %s (%d epochs)",
@@ -663,7 +671,7 @@ class Shuffle:
     def unregister(self) -> bool:
         """Unregister the shuffle (workers delete its files). Returns whether it existed."""
         command = UnregisterShuffle(self.app_id, self.shuffle_id)
-        return self.client._master.request(command, ChangedReply).changed
+        return self.master.request(command, ChangedReply).changed
 
     def __repr__(self) -> str:
         return (

@@ -323,7 +323,7 @@ class Reader:
         sh = self.shuffle
         try:
             command = GetLocations(sh.app_id, sh.shuffle_id, self.partition)
-            locations += sh.client._master.request(command, LocationsReply).locations
+            locations += sh.master.request(command, LocationsReply).locations
         except CroupierError as exc:
             log.warning("cannot refresh the locations of partition %d: %s", self.partition, exc)
         for location in locations:
@@ -559,7 +559,7 @@ def wait_committed(
     deadline = time.monotonic() + timeout
     pause = 0.02
     while True:
-        reply = shuffle.client._master.request(command, reply_type)
+        reply = shuffle.master.request(command, reply_type)
         if reply.committed:
             return reply
         remaining = deadline - time.monotonic()

@@ -219,7 +219,7 @@ class Writer:
         touched = self._accumulator.touched
         sh = self.shuffle
         bitmap = encode_bitmap(from_partitions(touched, sh.num_partitions))
-        return sh.client._master.request(
+        return sh.master.request(
             MapperEnd(sh.app_id, sh.shuffle_id, self.map_id, self.attempt_id, len(touched), bitmap),
             MapperEndReply,
         )
@@ -261,7 +261,7 @@ class Writer:
         pause = 0.05
         while True:
             try:
-                reply = self.shuffle.client._master.request(command, LocationsReply)
+                reply = self.shuffle.master.request(command, LocationsReply)
             except NotEnoughWorkers:
                 if command.failed_workers:
                     # Blame is a guess (a timeout blames the primary, which may be fine and

@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from croupier._client import App, Client, Shuffle
+    from croupier._ports import MasterPort
 
 __all__ = [
     "Lineage",
@@ -158,11 +159,11 @@ def new_attempt_id() -> int:
     return uuid.uuid4().int & 0x7FFFFFFF
 
 
-def _heartbeat(client: Client, app_id: str) -> None:
+def _heartbeat(master: MasterPort, app_id: str) -> None:
     """Best effort, keep the app alive while its tasks run (``shuffle()`` sends no heartbeats).
     The client signs as the app once it opened the spec's handle."""
     try:
-        client._master.request(AppHeartbeat(app_id), AppHeartbeatReply)
+        master.request(AppHeartbeat(app_id), AppHeartbeatReply)
     except CroupierError as exc:
         log.debug("heartbeat of app %s failed: %s", app_id, exc)
 
@@ -231,7 +232,7 @@ def map_partition(
     rows = nbytes = 0
     with croupier.connect(spec.url, config=spec.config) as client:
         sh = spec.open(client)  # first: the client then knows the app's key
-        _heartbeat(client, spec.app_id)
+        _heartbeat(sh.master, spec.app_id)
         with sh.writer(map_id=map_id, attempt_id=attempt) as writer:
             for j, count, framed in _pieces(part, spec.on, spec.npartitions):
                 writer._write_framed(j, memoryview(framed))
@@ -273,7 +274,7 @@ def reduce_partition(
     tables: list[Any] = []
     with croupier.connect(spec.url, config=spec.config) as client:
         sh = spec.open(client)  # first: the client then knows the app's key
-        _heartbeat(client, spec.app_id)
+        _heartbeat(sh.master, spec.app_id)
         for round_ in range(RECOVERY_ROUNDS + 1):
             try:
                 tables = _read_tables(sh, partition)

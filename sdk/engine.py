@@ -77,6 +77,7 @@ import cloudpickle  # type: ignore[import-untyped]
 
 import croupier
 from croupier.core.config import ClientConfig
+from croupier.core.errors import Unavailable
 
 __all__ = ["TaskEvent", "TaskFailed", "map_reduce", "partition_of"]
 
@@ -415,10 +416,15 @@ def _cluster(url: str | None, workers: int) -> Iterator[str]:
     if url is not None:
         yield url
         return
-    from croupier.services.local import LocalCluster
+    # The SDK never imports the services (DESIGN §3): the embedded cluster is found through
+    # the entry point that installs it (croupier.services.local.embedded_cluster).
+    from importlib.metadata import entry_points
 
-    with LocalCluster(workers, processes=True) as cluster:
-        yield cluster.master_url
+    found = entry_points(group="croupier.clusters", name="local")
+    if not found:
+        raise Unavailable("no embedded cluster is installed (entry point croupier.clusters:local): give url=")
+    with next(iter(found)).load()(workers) as master:
+        yield str(master)
 
 
 def map_reduce(

@@ -31,9 +31,10 @@ from croupier.core.errors import Unavailable
 from croupier.core.urls import parse_master_url
 from croupier.ha.leadership import Leadership
 from croupier.ha.standby import HotStandby
+from croupier.ha.timedlog import TimedLog
 from croupier.ha.zklog import ZooKeeperEventLog
 from croupier.ops.http import HttpEndpoint, start_master_http
-from croupier.ops.metrics import MasterMetrics, TimedLog
+from croupier.ops.metrics import MasterMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
 from croupier.transports.secret import ClusterSecret
@@ -138,7 +139,9 @@ class HaMasterService(Service):
                 self._front,
                 self._standby,
                 writer_wait=self._session_timeout * 3 + 5,
-                wrap_log=lambda writer: TimedLog(writer, self.metrics),  # appends to ZooKeeper, timed
+                wrap_log=lambda writer: TimedLog(
+                    writer, self.metrics.appended
+                ),  # appends to ZooKeeper, timed
             ).start()
         except BaseException:
             self.stop()
@@ -185,7 +188,7 @@ class HaMasterService(Service):
 
     def _metrics_state(self) -> dict[str, Any]:
         """STATUS while leading; a follower's role and term only."""
-        status: dict[str, Any] | None = self._front.ask("status")
+        status = self._front.status()
         return status or {"master": {"role": str(self.role)}, "term": self.term}
 
     def _ensemble(self) -> dict[str, Any]:

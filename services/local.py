@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -479,3 +480,15 @@ class LocalCluster(Service):
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+@contextlib.contextmanager
+def embedded_cluster(workers: int) -> Iterator[str]:
+    """A master and ``workers`` worker processes, stopped on exit; yields the master's URL.
+
+    What ``croupier.engine.map_reduce`` starts when it is given no ``url``: the SDK finds it
+    through the ``croupier.clusters`` entry point ``local`` (pyproject.toml), so that it never
+    imports the services (DESIGN §3).
+    """
+    with LocalCluster(workers, processes=True) as cluster:
+        yield cluster.master_url

@@ -21,8 +21,9 @@ from croupier.actors.master_front import MasterFront
 from croupier.core.config import MasterConfig
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
+from croupier.ha.timedlog import TimedLog
 from croupier.ops.http import HttpEndpoint, start_master_http
-from croupier.ops.metrics import MasterMetrics, TimedLog
+from croupier.ops.metrics import MasterMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.transports.curve import CurveServer
 from croupier.transports.secret import ClusterSecret
@@ -73,7 +74,7 @@ class MasterService(Service):
             listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve, secret=secret
         )
         self._front.watch = self.metrics.watch
-        self.metrics.collect(lambda: self._front.ask("status"))
+        self.metrics.collect(self._front.status)
 
     @property
     def url(self) -> str:
@@ -93,7 +94,7 @@ class MasterService(Service):
             self._front.start()
             self.http = start_master_http(self._http_listen, self.metrics, self._front)
             self._front.http_url = self.http.url if self.http is not None else None
-            self._front.serve(TimedLog(self._log, self.metrics))
+            self._front.serve(TimedLog(self._log, self.metrics.appended))
         except BaseException:
             self.stop()
             raise

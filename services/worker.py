@@ -39,6 +39,7 @@ from croupier.core.commands import RegisterWorker
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
 from croupier.core.enums import WorkerStatus
+from croupier.core.errors import CroupierError, StaleLocation
 from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
@@ -56,15 +57,15 @@ from croupier.ops.http import HttpEndpoint, parse_http, worker_routes
 from croupier.ops.metrics import WorkerGauges, WorkerMetrics
 from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import Handler, RpcServer
-from croupier.transports.secret import ClusterSecret
+from croupier.transports.secret import AppTags, ClusterSecret
 
 __all__ = ["WorkerService", "raise_fd_limit"]
 
@@ -138,6 +139,7 @@ class WorkerService(Service):
         # set once the master reports this worker decommissioned and drained: it may exit
         self.drained = threading.Event()
         self._on_disk: set[tuple[str, int]] = set()
+        self._app_tags = AppTags()  # the key tag of each app reserved here (PROTOCOL §2.1)
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
         self._room: DiskRoom | None = None
@@ -221,6 +223,7 @@ class WorkerService(Service):
             self._pushed,
             throttle=self.throttle,
             secret=self._secret,
+            app_tags=self._app_tags,
             split=self.split,
             failures=self._failures,
             ample=self._room.ample if self._room is not None else None,
@@ -240,6 +243,7 @@ class WorkerService(Service):
             pushed=self._pushed,
             split=self.split,
             tier=self.tier,
+            app_tags=self._app_tags,
         )
         return fetch, control
 
@@ -272,6 +276,13 @@ class WorkerService(Service):
             failures=self._failures,
         )
 
+    def _unknown_app(self, msg_type: int, app_id: str) -> CroupierError:
+        """The answer to a request signed by an app with nothing reserved here in this life."""
+        return StaleLocation(
+            f"worker {self.worker_id} (incarnation {self.incarnation}) holds nothing of app {app_id}",
+            {"worker_id": self.worker_id, "incarnation": self.incarnation},
+        )
+
     def _serve(self, name: str, handler: Handler, *types: MsgType) -> None:
         # only push and replicate carry batches; control and fetch requests are small JSON
         data_port = name in ("push", "replicate")
@@ -283,7 +294,7 @@ class WorkerService(Service):
             max_message_bytes=self.config.max_message_bytes if data_port else MAX_CONTROL_FRAME_BYTES,
             max_peer_reply_bytes=self.config.max_peer_reply_bytes,
             curve=self.curve,
-            verifier=verifier_for(self._secret),
+            verifier=verifier_for(self._secret, app_tags=self._app_tags.get, unknown_app=self._unknown_app),
         )
         server.start()
         self._servers[name] = server

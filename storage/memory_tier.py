@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import threading
 
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey
-from croupier.transports.limiter import MemoryLimiter
 
 __all__ = ["MemoryTier"]
 

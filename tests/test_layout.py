@@ -1,4 +1,5 @@
-"""The package layout: every folder with an __init__.py is mapped in pyproject (DESIGN §3)."""
+"""The package layout: every folder with an __init__.py is mapped in pyproject, and each folder imports
+only the folders DESIGN §3's table allows."""
 
 from __future__ import annotations
 
@@ -114,3 +115,56 @@ def test_only_services_import_ops() -> None:
                     names = [node.module]
                 for name in names:
                     assert not name.startswith("croupier.ops"), f"{top}/{path.name} imports {name}"
+
+
+# DESIGN §3's table: the folders each folder may import (besides itself). None = everything.
+MAY_IMPORT: dict[str, set[str] | None] = {
+    "sdk": {"core", "transports"},
+    "core": set(),
+    "actors": {"core", "storage", "transports", "ha"},
+    "ha": {"core"},
+    "transports": {"core"},
+    "storage": {"core"},
+    "services": None,
+    "dataplane": {"core", "storage", "transports", "actors"},
+    "ops": {"core", "transports"},
+    "tools": None,
+}
+
+
+def _folder_of(module: str) -> str | None:
+    """The folder a ``croupier...`` module lives in (``croupier`` itself and its own modules: sdk)."""
+    parts = module.split(".")
+    if parts[0] != "croupier":
+        return None
+    if len(parts) > 1 and parts[1] in FOLDERS and parts[1] != "sdk":
+        return parts[1]
+    return "sdk"
+
+
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, with its line (``TYPE_CHECKING`` and lazy imports too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_the_table_names_every_folder() -> None:
+    assert set(MAY_IMPORT) == set(FOLDERS)
+
+
+def test_each_folder_imports_only_what_the_design_allows() -> None:
+    wrong = []
+    for top, allowed in MAY_IMPORT.items():
+        if allowed is None:
+            continue
+        for path in (ROOT / top).rglob("*.py"):
+            for line, module in _imported_modules(path):
+                folder = _folder_of(module)
+                if folder is not None and folder != top and folder not in allowed:
+                    wrong.append(f"{path.relative_to(ROOT)}:{line} imports {module} ({top}/ -> {folder}/)")
+    assert not wrong, f"DESIGN §3: {sorted(MAY_IMPORT.items(), key=str)}; these break it: {wrong}"

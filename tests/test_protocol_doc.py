@@ -77,6 +77,11 @@ def test_the_documented_batch_digests_are_the_codes() -> None:
     root = blake3.blake3(secret.raw, derive_key_context="croupier 2026-12-01 app key root v1").digest()
     assert "`croupier 2026-12-01 app key root v1`" in section
     assert blake3.blake3(b"app-1", key=root).digest() == secret.app_key("app-1")
+    tagged = blake3.blake3(b"app-1/0123456789abcdef", key=root).digest()
+    assert tagged == secret.app_key("app-1", "0123456789abcdef")
+    assert "`<app_id>/<key_tag>`" in _section("2") and '"<app_id>/<key_tag>"' in section
+    vector = ClusterSecret(bytes(range(32))).app_key("app-1", "0123456789abcdef").hex()
+    assert vector in _section("2") and vector in _section("4")
 
 
 def test_every_documented_message_type_is_in_the_code() -> None:
@@ -188,3 +193,10 @@ def test_a_register_app_repeat_with_another_name_is_a_documented_conflict() -> N
     flat = " ".join(DOC.split())
     assert "`CONFLICT` for a repeat of a registered `app_id` with another `name`" in flat
     assert "a `REGISTER_APP` repeat of a registered `app_id` with another `name`" in flat
+
+
+def test_a_workers_ping_reply_is_documented() -> None:
+    """Issue 22 §3.7: a worker's clock too (it checks nonces as the master does)."""
+    flat = " ".join(_section("5").split())
+    assert "answers `PING` (type 1, on its control port, open to anyone, body `{}`)" in flat
+    assert 'with `{"pong": true, "time_us": int}`: its clock' in flat

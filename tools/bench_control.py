@@ -18,6 +18,7 @@ from typing import Any
 
 from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap
+from croupier.core.replies import RegisterAppReply, RegisterWorkerReply, ShuffleSummary
 
 __all__ = ["control_rate", "control_scenarios"]
 
@@ -64,10 +65,11 @@ def control_rate(url: str, *, commands: int = 20_000, clients: int = 4, window: 
     from croupier.transports.master_client import MasterClient
 
     with MasterClient(url, timeout=30.0, deadline=60.0) as master:
-        master.call(c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"))
-        app = str(master.call(c.RegisterApp("bench"))["app_id"])
-        reply = master.call(c.RegisterShuffle(app, commands, 1, replicate=False))
-        sid = int(str(reply["shuffle_id"]))
+        master.request(
+            c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"), RegisterWorkerReply
+        )
+        app = master.request(c.RegisterApp("bench"), RegisterAppReply).app_id
+        sid = master.request(c.RegisterShuffle(app, commands, 1, replicate=False), ShuffleSummary).shuffle_id
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(clients, mp_context=ctx) as pool:
         for _ in range(clients):

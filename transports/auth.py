@@ -38,7 +38,7 @@ from typing import Any
 import blake3
 
 from croupier.core.access import Access, Scheme, access_of, allows
-from croupier.core.errors import Unauthorized
+from croupier.core.errors import CroupierError, Unauthorized
 from croupier.core.wire import HEADER_SIZE, Header, Kind
 from croupier.transports.secret import ClusterSecret
 
@@ -220,7 +220,18 @@ class Verifier:
     """Checks the auth frame of every request one server receives (not thread-safe: one per server).
 
     Parameters:
-        secret: the cluster secret; app keys are derived from it, never looked up.
+        secret: the cluster secret; app keys are derived from it and the key tag of the app's
+            registration, never looked up at another server.
+        app_tags: the key tag of an app's current registration here: a string ("" for an app
+            registered before tags), or None when this server does not know the app. Then an
+            app-signed request is answered with ``unknown_app``'s error (an open one, such as
+            ``REGISTER_APP``, is taken as unsigned). None (no table): every app is keyed by
+            its id alone (tools and tests).
+        unknown_app: the error for a request of an app this server does not know (default
+            ``UNAUTHORIZED``); a master answers ``UNKNOWN_APP`` (or ``NOT_LEADER`` when it
+            does not serve), a worker ``STALE_LOCATION``. None from it: the request goes to
+            the handler as ``Scheme.NONE``, which must then answer it without acting for
+            the app (the master's ``UNREGISTER_APP`` of an app that is gone).
         window_s: how far a nonce may be from this server's clock.
         max_nonces: nonces remembered per identity (member, or one app).
         clock: seconds since the epoch (tests).
@@ -230,16 +241,20 @@ class Verifier:
         self,
         secret: ClusterSecret,
         *,
+        app_tags: Callable[[str], str | None] | None = None,
+        unknown_app: Callable[[int, str], CroupierError | None] | None = None,
         window_s: float = NONCE_WINDOW_S,
         max_nonces: int = DEFAULT_MAX_NONCES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._secret = secret
+        self._app_tags = app_tags
+        self._unknown_app = unknown_app
         self._member_key = secret.member_key
         self._window_us = int(window_s * 1_000_000)
         self._max_nonces = max_nonces
         self._clock = clock
-        self._app_keys: OrderedDict[str, bytes] = OrderedDict()
+        self._app_keys: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._seen: dict[tuple[int, str], _Seen] = {}
         self._checks = itertools.count()
 
@@ -260,6 +275,7 @@ class Verifier:
         Raises:
             Unauthorized: unsigned where a signature is needed, a bad frame or MAC, a nonce
                 outside the window or seen before, or a scheme too weak for ``msg_type``.
+            CroupierError: ``unknown_app``'s error: signed by an app this server does not know.
         """
         if auth is None:
             if not allows(msg_type, Scheme.NONE):
@@ -279,7 +295,10 @@ class Verifier:
             # check the frame against, and none needed. Served as unsigned, so that a client
             # may sign everything it sends.
             return Scheme.NONE
-        key, identity = self._key(scheme, body)
+        found = self._key(msg_type, scheme, body)
+        if found is None:  # signed by an app unknown here: as if unsigned (see ``unknown_app``)
+            return Scheme.NONE
+        key, identity = found
         mac = auth_mac(key, header, auth[:16], raw_body, payloads[0] if payloads else None)
         if not hmac.compare_digest(mac, bytes(auth[16:48])):
             raise _refusal(REASON_BAD_MAC, "bad MAC")
@@ -288,7 +307,13 @@ class Verifier:
             raise _refusal(REASON_SCHEME, "this request must be signed by a member")
         return Scheme(scheme)
 
-    def _key(self, scheme: int, body: dict[str, Any]) -> tuple[bytes, str]:
+    def _key(self, msg_type: int, scheme: int, body: dict[str, Any]) -> tuple[bytes, str] | None:
+        """The key and replay identity of the request; None: an open request of an unknown app.
+
+        Raises:
+            Unauthorized: an unknown scheme, an app signature without the body's app id.
+            CroupierError: ``unknown_app``'s: an app-signed request of an app unknown here.
+        """
         if scheme == Scheme.MEMBER:
             return self._member_key, ""
         if scheme != Scheme.APP:
@@ -296,13 +321,25 @@ class Verifier:
         app_id = body.get("app_id")
         if not isinstance(app_id, str):
             raise _refusal(REASON_BAD_MAC, "an app signature needs the body's app_id")
-        key = self._app_keys.get(app_id)
+        tag = "" if self._app_tags is None else self._app_tags(app_id)
+        if tag is None:
+            level = access_of(msg_type)
+            if level is Access.OPEN:
+                return None
+            if self._unknown_app is not None and level is Access.APP:
+                error = self._unknown_app(msg_type, app_id)
+                if error is None:
+                    return None
+                raise error
+            raise _refusal(REASON_BAD_MAC, f"app {app_id!r} is not known here")
+        cache = (app_id, tag)
+        key = self._app_keys.get(cache)
         if key is None:
-            key = self._app_keys[app_id] = self._secret.app_key(app_id)
+            key = self._app_keys[cache] = self._secret.app_key(app_id, tag)
             if len(self._app_keys) > _APP_KEY_CACHE:
                 self._app_keys.popitem(last=False)
         else:
-            self._app_keys.move_to_end(app_id)
+            self._app_keys.move_to_end(cache)
         return key, app_id
 
     def _fresh(self, identity: tuple[int, str], nonce: int, mac: bytes) -> None:
@@ -341,6 +378,13 @@ class Verifier:
         return len(self._seen)
 
 
-def verifier_for(secret: ClusterSecret | None) -> Verifier | None:
+def verifier_for(
+    secret: ClusterSecret | None,
+    *,
+    app_tags: Callable[[str], str | None] | None = None,
+    unknown_app: Callable[[int, str], CroupierError | None] | None = None,
+) -> Verifier | None:
     """A server's verifier, or None without a secret (library use: everything accepted)."""
-    return Verifier(secret) if secret is not None else None
+    if secret is None:
+        return None
+    return Verifier(secret, app_tags=app_tags, unknown_app=unknown_app)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import blake3
 
 from croupier.core.batch import DIGEST_SIZE, BatchHeader
-from croupier.transports.secret import ClusterSecret
+from croupier.transports.secret import AppTags, ClusterSecret
 
 __all__ = ["APP_KEY_SIZE", "AppKeys", "batch_digest", "digest_ok"]
 
@@ -67,22 +67,30 @@ def digest_ok(header: BatchHeader, data: bytes | bytearray | memoryview, key: by
 
 
 class AppKeys:
-    """The app keys a worker checks digests with: derived from the cluster secret (no lookup),
-    the most recent ``capacity`` apps cached. Thread-safe.
+    """The app keys a worker checks digests with: derived from the cluster secret and the
+    key tag of the app's registration (``tags``, from ``RESERVE``; no lookup at the master),
+    the most recent ``capacity`` keys cached. Thread-safe.
 
     Parameters:
         secret: the cluster secret; None (a server built without one) checks unkeyed digests.
+        tags: the key tags known here (None: every app keyed by its id alone, as before tags).
         capacity: how many apps' keys are kept.
     """
 
-    def __init__(self, secret: ClusterSecret | None, capacity: int = 4096) -> None:
-        self._derive: Callable[[str], bytes] | None = (
+    def __init__(
+        self, secret: ClusterSecret | None, tags: AppTags | None = None, capacity: int = 4096
+    ) -> None:
+        self._tags = tags
+        self._derive: Callable[[str, str], bytes] | None = (
             None if secret is None else functools.lru_cache(maxsize=capacity)(secret.app_key)
         )
 
     def get(self, app_id: str) -> bytes | None:
         """The key of ``app_id``'s batch digests, or None when this server has no secret."""
-        return None if self._derive is None else self._derive(app_id)
+        if self._derive is None:
+            return None
+        tag = self._tags.get(app_id) if self._tags is not None else None
+        return self._derive(app_id, tag or "")
 
     def __repr__(self) -> str:  # never print a key
         return f"AppKeys({'keyed' if self._derive is not None else 'unkeyed'})"

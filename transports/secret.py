@@ -7,17 +7,22 @@ key-derivation mode, one context string per purpose, so that no key can be turne
 another:
 
 - the **member key** signs the requests only members may send (PROTOCOL §2.1);
-- the **app key** of an app is keyed blake3 of its id under the app-key root: a worker
-  that knows the secret computes it without asking the master, and a client learns it
-  only from ``REGISTER_APP`` (clients never need the secret);
+- the **app key** of an app is keyed blake3 of its id and its registration's key tag
+  under the app-key root: a worker that knows the secret and the tag (from ``RESERVE``)
+  computes it without asking the master, a new registration of an id gets a new key, and
+  a client learns it only from ``REGISTER_APP`` (clients never need the secret);
 - the **CURVE server key pair** (``--curve``) is derived too, so members need nothing
   but the file, and clients need only its public half (``croupier secret FILE --public``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +33,9 @@ from zmq.utils import z85
 from croupier.core.errors import BadRequest
 
 __all__ = [
+    "MAX_APP_TAGS",
     "SECRET_ENV",
+    "AppTags",
     "ClusterSecret",
     "create_secret_file",
     "ensure_secret_file",
@@ -36,7 +43,10 @@ __all__ = [
     "secret_file_from_env",
 ]
 
+log = logging.getLogger(__name__)
+
 SECRET_ENV = "CROUPIER_SECRET_FILE"
+MAX_APP_TAGS = 100_000  # apps; about 200 bytes each
 _PREFIX = "croupier-secret-v1:"
 _RAW_SIZE = 32
 _MEMBER_CONTEXT = "croupier 2026-12-01 member request key v1"
@@ -62,15 +72,61 @@ class ClusterSecret:
         """The key of member requests (masters, workers, admin)."""
         return blake3.blake3(self.raw, derive_key_context=_MEMBER_CONTEXT).digest()
 
-    def app_key(self, app_id: str) -> bytes:
-        """The app key of ``app_id``: keyed blake3 of its UTF-8 id under the app-key root."""
+    def app_key(self, app_id: str, key_tag: str = "") -> bytes:
+        """The app key of one registration of ``app_id``: keyed blake3 under the app-key root
+        of its UTF-8 id, then ``/`` and the registration's ``key_tag`` when it has one (an id
+        never holds ``/``). Without a tag: the key of the id alone (apps logged before tags)."""
         root = blake3.blake3(self.raw, derive_key_context=_APP_ROOT_CONTEXT).digest()
-        return blake3.blake3(app_id.encode("utf-8"), key=root).digest()
+        message = app_id if not key_tag else f"{app_id}/{key_tag}"
+        return blake3.blake3(message.encode("utf-8"), key=root).digest()
 
     def curve_server_keys(self) -> tuple[bytes, bytes]:
         """``(public, secret)``: the Z85-encoded CURVE key pair every member's server binds with."""
         secret = z85.encode(blake3.blake3(self.raw, derive_key_context=_CURVE_CONTEXT).digest())
         return zmq.curve_public(secret), secret
+
+
+class AppTags:
+    """The key tag of each app's current registration that a server knows (PROTOCOL §2.1).
+
+    A master holds every registered app's (its actor keeps the table in step with the
+    fold); a worker those of the apps the master reserved locations on it for (``RESERVE``),
+    until the app's ``DESTROY``. With the tag and the secret a server derives the app key
+    itself: no lookup per request. Bounded: past ``cap`` apps the least recently used is
+    forgotten (and logged; its requests are then answered as an unknown app's). Thread-safe.
+    """
+
+    def __init__(self, cap: int = MAX_APP_TAGS) -> None:
+        self._cap = cap
+        self._lock = threading.Lock()
+        self._tags: OrderedDict[str, str] = OrderedDict()
+
+    def set(self, app_id: str, tag: str | None) -> None:
+        """``app_id``'s registration has ``tag`` (None or "": an app registered before tags)."""
+        with self._lock:
+            self._tags[app_id] = tag or ""
+            self._tags.move_to_end(app_id)
+            if len(self._tags) > self._cap:
+                gone, _ = self._tags.popitem(last=False)
+                log.warning("forgot the key tag of app %s: more than %d apps known here", gone, self._cap)
+
+    def drop(self, app_id: str) -> None:
+        """``app_id`` is gone (unregistered, expired or destroyed here)."""
+        with self._lock:
+            self._tags.pop(app_id, None)
+
+    def reset(self, tags: Mapping[str, str]) -> None:
+        """Know exactly ``tags`` (a master that (re)loaded its state, or stopped serving: ``{}``)."""
+        with self._lock:
+            self._tags = OrderedDict(tags)
+
+    def get(self, app_id: str) -> str | None:
+        """The tag of ``app_id`` ("" for an app from before tags), None if it is unknown here."""
+        with self._lock:
+            return self._tags.get(app_id)
+
+    def __len__(self) -> int:
+        return len(self._tags)
 
 
 def _encode(secret: ClusterSecret) -> bytes:

@@ -16,7 +16,7 @@ import pytest
 from croupier.actors.flusher import FlusherActor
 from croupier.actors.partition_actor import Append, Failures, LostPairs, PartitionActor, SyncJoin
 from croupier.storage.disk import DiskPartitionStore
-from croupier.transports.limiter import MemoryLimiter
+from croupier.storage.limiter import MemoryLimiter
 from tests.actors.test_partition_actor import append, batches, commit
 from tests.storage.helpers import key
 

@@ -22,8 +22,8 @@ from croupier.actors.partition_actor import (
 from croupier.core.batch import BATCH_HEADER
 from croupier.core.dataplane import LocationReport
 from croupier.core.enums import CopyRole
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, MemoryPartitionStore
-from croupier.transports.limiter import MemoryLimiter
 from tests.storage.helpers import batch, key, seal
 
 Parts = tuple[pykka.ActorRef[Any], MemoryPartitionStore, MemoryLimiter]

@@ -138,6 +138,7 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
             text: st.sampled_from(["x", "y"])
             for text in ("host", "incarnation", "reason", "name", "leader", "tenant")
         },
+        "key_tag": st.sampled_from(["", "0123456789abcdef"]),
     }
 
 

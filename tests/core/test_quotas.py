@@ -108,7 +108,8 @@ def test_the_token_is_never_logged_nor_in_repr(master: Master) -> None:
     assert "secret" not in repr(cmd)
     master(cmd)
     (event,) = master.log[3:]
-    assert event == AppRegistered("app1", "job", 0.0, "etl")
+    assert isinstance(event, AppRegistered) and len(event.key_tag) == 16
+    assert event == AppRegistered("app1", "job", 0.0, "etl", event.key_tag)
     assert b"secret" not in encode_event(event) and b'"tenant":"etl"' in encode_event(event)
     assert "secret" not in json.dumps(master.state.to_json())
 

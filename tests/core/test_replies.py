@@ -40,7 +40,8 @@ PINNED = {
     "worker_heartbeat": '{"status":"active","excluded":false}',
     "take_over": '{"term":1}',
     "ping": '{"pong":true,"term":1,"time_us":1500000}',
-    "register_app": '{"app_id":"app1","name":"job"}',
+    # key_tag: the master's own (it derives app_key from it and takes it out before sending)
+    "register_app": '{"app_id":"app1","name":"job","key_tag":"1cb96cea362dedb9"}',
     "app_heartbeat": '{"app_id":"app1"}',
     "register_shuffle": (
         '{"workers":{"w0":{"worker_id":"w0","host":"h0","control_port":10,"push_port":20,"replicate'

@@ -32,9 +32,9 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.reservations import Reservations
 from croupier.storage.index import IndexBuilder
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Reply, RpcClient, RpcServer
 from tests.storage.helpers import append, batch, key, seal
 
@@ -114,7 +114,7 @@ def test_a_destroy_waiting_for_a_slow_actor_does_not_hold_up_other_control_reque
     )
     assert control.dropping.wait(10)  # the actor holds the Drop: the destroy is pending
     ping = control.client.call(int(MsgType.PING))
-    assert from_json(WorkerInfoReply, ping.body) == INFO
+    assert ping.body["pong"] is True and isinstance(ping.body["time_us"], int)
     info = control.client.call(int(MsgType.WORKER_INFO))
     assert from_json(WorkerInfoReply, info.body) == INFO
     assert replies.empty()
@@ -172,3 +172,14 @@ def test_an_orphan_drop_removes_the_files_and_the_live_locations(control: Contro
     control.handler.close()  # waits for the removal queued on the destroy pool
     assert control.store.committed(gone) is None and control.locations.get(gone) is None
     assert control.store.committed(kept) is not None
+
+
+def test_a_ping_tells_the_workers_clock_and_nothing_about_it(control: Control) -> None:
+    # issue 22 §3.7: a client whose nonces a worker refuses ("nonce outside the window") can
+    # compare clocks; PING is open, so it no longer hands out what member-only WORKER_INFO says
+    import time
+
+    before = time.time_ns() // 1000
+    body = control.client.call(int(MsgType.PING)).body
+    after = time.time_ns() // 1000
+    assert set(body) == {"pong", "time_us"} and before <= body["time_us"] <= after

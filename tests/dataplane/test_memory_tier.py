@@ -16,9 +16,9 @@ from croupier.core.config import ClientConfig, WorkerConfig
 from croupier.core.errors import BadRequest, StaleLocation
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.memory_tier import MemoryTier
 from croupier.storage.store import LocationKey
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import RpcClient
 
 CONFIG = ClientConfig(rpc_timeout=3.0, commit_wait_timeout=30.0, fetch_timeout=5.0)

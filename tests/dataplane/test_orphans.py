@@ -7,7 +7,7 @@ from croupier.dataplane.identity import Identity
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.reservations import Reservations
-from croupier.transports.limiter import MemoryLimiter
+from croupier.storage.limiter import MemoryLimiter
 
 ME = Identity("w1", "inc-1")
 

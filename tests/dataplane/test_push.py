@@ -24,10 +24,10 @@ from croupier.dataplane.locations import Locations
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.digest import batch_digest
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import Request, Responder, RpcClient, RpcServer
 from croupier.transports.secret import ClusterSecret
 from tests.storage.helpers import batch, key

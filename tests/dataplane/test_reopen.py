@@ -8,8 +8,8 @@ import pytest
 
 from croupier.core.errors import StaleLocation
 from croupier.dataplane.locations import Locations
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey
-from croupier.transports.limiter import MemoryLimiter
 
 
 def test_a_committed_shuffle_admits_only_the_reopened_locations() -> None:

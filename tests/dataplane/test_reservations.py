@@ -8,7 +8,7 @@ from croupier.core.dataplane import Reserve
 from croupier.core.errors import BadRequest, Congested, StaleLocation
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.reservations import Reservations
-from croupier.transports.limiter import MemoryLimiter
+from croupier.storage.limiter import MemoryLimiter
 
 ME = Identity("w1", "inc-1")
 # partition p at epoch 0 is on PAIRS[p % 3]: w1 is primary of 0, 3, 6, ... and replica of 2, 5, ...

@@ -23,9 +23,9 @@ from croupier.dataplane.locations import Locations
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.throttle import AppThrottle
+from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.limiter import MemoryLimiter
 from croupier.transports.rpc import RpcClient, RpcServer
 from tests.storage.helpers import batch
 

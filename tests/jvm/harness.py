@@ -44,11 +44,15 @@ def build_test_classpath(spark_jars: Path) -> str:
 
 
 def run_java(
-    classpath: str, main: str, *args: str, timeout: float = 120.0, check: bool = True
+    classpath: str, main: str, *args: str, timeout: float = 120.0, check: bool = True, jit: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``java -cp classpath main args`` and return its output; fail the test on a non-zero exit."""
+    """Run ``java -cp classpath main args`` and return its output; fail the test on a non-zero exit.
+
+    The JVM starts fast (C1 only) unless ``jit``: measurements want the optimizing compiler.
+    """
+    flags = [] if jit else ["-XX:TieredStopAtLevel=1"]
     done = subprocess.run(
-        ["java", "-Xss4m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath, main, *args],
+        ["java", "-Xss4m", "-XX:+UseSerialGC", *flags, "-cp", classpath, main, *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from croupier.core.errors import Congested, CroupierError, Unavailable
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import MemoryEventLog
+from croupier.ha.timedlog import TimedLog
 from croupier.ops.metrics import (
     MasterMetrics,
-    TimedLog,
     WorkerGauges,
     WorkerMetrics,
     exposition,
@@ -210,7 +210,7 @@ def test_a_follower_reports_its_role_only() -> None:
 
 def test_timed_log_counts_events_and_groups() -> None:
     m = MasterMetrics()
-    log = TimedLog(MemoryEventLog(), m)
+    log = TimedLog(MemoryEventLog(), m.appended)
     assert log.append([b"a", b"b", b"c"]) == 3
     assert log.append([b"d"]) == 4
     assert [rec for _, rec in log.read()] == [b"a", b"b", b"c", b"d"]

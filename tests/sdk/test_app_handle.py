@@ -12,14 +12,14 @@ KEY = bytes(range(32))
 
 
 def test_an_app_handle_round_trips_its_id_and_key() -> None:
-    app = App(None, "etl-0a1b2c3d4e", "etl", KEY)  # type: ignore[arg-type]
+    app = App(None, "etl-0a1b2c3d4e", "etl", KEY, master=None)  # type: ignore[arg-type]
     handle = app.handle()
     assert handle == f"{APP_HANDLE_PREFIX}:etl-0a1b2c3d4e:{KEY.hex()}"
     assert parse_app_handle(handle) == ("etl-0a1b2c3d4e", KEY)
 
 
 def test_an_app_handle_without_a_secret_has_an_empty_key() -> None:
-    app = App(None, "etl-1", "etl")  # type: ignore[arg-type]
+    app = App(None, "etl-1", "etl", master=None)  # type: ignore[arg-type]
     assert app.handle() == f"{APP_HANDLE_PREFIX}:etl-1:"
     assert parse_app_handle(app.handle()) == ("etl-1", None)
 

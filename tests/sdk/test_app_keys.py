@@ -19,9 +19,9 @@ from croupier.core.batch import BATCH_HEADER, BatchHeader
 from croupier.core.codec import to_json
 from croupier.core.commands import GetLocations, GetShuffle, RegisterApp
 from croupier.core.config import ClientConfig
-from croupier.core.dataplane import Push, ReplicaTarget
+from croupier.core.dataplane import OpenStream, Push, ReplicaTarget
 from croupier.core.errors import BadRequest, DataLostError, Unauthorized
-from croupier.core.replies import LocationsReply, RegisterAppReply
+from croupier.core.replies import LocationsReply, RegisterAppReply, ShuffleSummary
 from croupier.core.wire import MsgType
 from croupier.transports.auth import Signer
 from croupier.transports.digest import batch_digest
@@ -57,11 +57,11 @@ def test_register_app_answers_the_app_key_the_same_on_a_repeat_and_never_logs_it
             master.request(RegisterApp("job", "job-1"), RegisterAppReply)
     with MasterClient(secure.master_url, timeout=5, signer=Signer.member(SECRET)) as master:
         again = master.request(RegisterApp("job", "job-1"), RegisterAppReply)
-    assert first.app_key == again.app_key == SECRET.app_key("job-1").hex()
-    assert first.app_key is not None and len(first.app_key) == 64
+    assert first.app_key == again.app_key != SECRET.app_key("job-1").hex()  # keyed by its registration
+    assert first.app_key is not None and len(first.app_key) == 64 and first.key_tag is None
     with croupier.connect(secure.master_url, config=ClientConfig(app_heartbeat_interval=0)) as client:
         app = client.register_app("job")
-        assert app.app_key == SECRET.app_key(app.app_id)
+        assert app.app_key is not None and app.app_key != SECRET.app_key(app.app_id)
         assert app.app_key.hex() not in repr(app)
     logged = b"".join(p.read_bytes() for p in (tmp_path / "master").rglob("*") if p.is_file())
     assert b"job-1" in logged and first.app_key.encode() not in logged
@@ -212,3 +212,56 @@ def test_a_second_client_of_the_process_opening_by_ids_reads_with_the_app_key(se
         opened = other.open_shuffle(sh.app_id, sh.shuffle_id)
         assert opened.app_key == sh.app_key
         assert list(opened.reader(0)) == _expected(0)
+
+
+def test_a_key_belongs_to_one_registration_of_its_id(secure: SecureCluster) -> None:
+    """Issue 22 §2: whoever registers a predictable id first, notes its key and unregisters
+    must not hold the key of the real app that registers the id later. Master and workers
+    refuse the old key; the real app writes and reads as usual."""
+    quiet = ClientConfig(app_heartbeat_interval=0)
+    with croupier.connect(secure.master_url, config=quiet) as attacker:
+        squatter = attacker.register_app("nightly", app_id="etl-nightly")
+        old_key, old_handle = squatter.app_key, squatter.handle()
+        squatter.unregister()
+    assert old_key is not None
+    with croupier.connect(secure.master_url) as client:
+        app = client.register_app("nightly", app_id="etl-nightly")
+        assert app.app_key is not None and app.app_key != old_key
+        sh = app.register_shuffle(num_mappers=1, num_partitions=2)
+        _forged_push_signed(sh, 1, old_key)
+        _write_and_commit(sh)
+        signer = Signer()
+        signer.add_app(app.app_id, old_key)
+        with MasterClient(secure.master_url, timeout=5, signer=signer) as master, pytest.raises(Unauthorized):
+            master.request(GetShuffle(app.app_id, sh.shuffle_id), ShuffleSummary)
+        with croupier.connect(secure.master_url) as other, pytest.raises(Unauthorized):
+            other.attach(old_handle)
+        location = sh.routing.current(1)
+        assert location.primary.incarnation is not None
+        stream = OpenStream(
+            app.app_id, sh.shuffle_id, 1, location.epoch, "primary", location.primary.incarnation
+        )
+        fetch = RpcClient(location.primary.fetch_url, timeout=5, retries=0, signer=signer)
+        with fetch as rpc, pytest.raises(Unauthorized):
+            rpc.call(int(MsgType.OPEN_STREAM), to_json(stream), [])
+        assert list(sh.reader(1)) == _expected(1)
+        assert list(sh.reader(0)) == _expected(0)
+
+
+def _forged_push_signed(sh: Shuffle, partition: int, key: bytes) -> None:
+    """A PUSH signed with ``key`` as the app, its batch digest keyed by ``key`` too."""
+    location = sh.routing.current(partition)
+    data = struct.pack("<I", 8) + b"INJECTED"
+    header = BatchHeader(0, 0, 0, len(data), 0, batch_digest(0, 0, 0, 0, data, key))
+    replica = location.replica
+    assert replica is not None and replica.incarnation is not None
+    assert location.primary.incarnation is not None
+    target = ReplicaTarget(replica.worker_id, replica.replicate_url, replica.incarnation)
+    body = Push(
+        sh.app_id, sh.shuffle_id, location.primary.incarnation, ((partition, location.epoch),), target
+    )
+    signer = Signer()
+    signer.add_app(sh.app_id, key)
+    push = RpcClient(location.primary.push_url, timeout=5, retries=0, signer=signer)
+    with push as rpc, pytest.raises(Unauthorized):
+        rpc.call(int(MsgType.PUSH), to_json(body), [header.encode(), data])

@@ -218,7 +218,9 @@ def test_tasks_open_the_shuffle_by_its_handle_on_a_cluster_with_a_secret(
     ):
         out = svc.shuffle(df, on="key", npartitions=4)
         spec = svc.specs[0]
-        key = SECRET.app_key(svc.app_id).hex()
+        assert svc._app is not None and svc._app.app_key is not None
+        key = svc._app.app_key.hex()
+        assert svc._app.app_key != SECRET.app_key(svc.app_id)  # keyed by its registration too
         assert spec.handle is not None and spec.handle.endswith(key) and key not in repr(spec)
         check_shuffled(df, out, "key", scheduler="sync")
         croupier.dask.unregister(cluster.master_url, spec.handle)  # the handle carries the key

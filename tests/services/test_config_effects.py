@@ -19,7 +19,7 @@ from typing import Any
 import pykka
 
 import croupier
-from croupier.actors.flusher import FlusherActor
+from croupier.actors.flusher import FlusherActor, GetFlushStats
 from croupier.actors.partition_actor import PartitionActor
 from croupier.core import commands as c
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
@@ -226,7 +226,9 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             tiered = len(worker.tier)
         with RpcClient(worker.urls["control"], timeout=5.0, retries=0) as rpc:
             info = rpc.call(MsgType.WORKER_INFO).body
-        flush_writes = sum(f.ask("stats")["writes"] for f in pykka.ActorRegistry.get_by_class(FlusherActor))
+        flush_writes = sum(
+            f.ask(GetFlushStats())["writes"] for f in pykka.ActorRegistry.get_by_class(FlusherActor)
+        )
         with RpcClient(worker.urls["push"], timeout=1.0, retries=0) as rpc:
             small, big = (_error_of(rpc, size) for size in (100_000, 300_000))
         throttle = worker.throttle

@@ -13,7 +13,7 @@ from croupier.core import commands as c
 from croupier.core.codec import to_json
 from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.dataplane import Destroy
-from croupier.core.errors import Unauthorized
+from croupier.core.errors import Unauthorized, UnknownApp
 from croupier.core.wire import MsgType
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
@@ -58,18 +58,23 @@ def test_status_is_counts_only_unless_member_signed(master: MasterService) -> No
 def test_register_app_hands_out_the_key_once(master: MasterService) -> None:
     with _client(master, None) as anyone:
         reply = anyone.call(c.RegisterApp("job", "job-1"))
-        assert bytes.fromhex(str(reply["app_key"])) == SECRET.app_key("job-1")
+        key = bytes.fromhex(str(reply["app_key"]))
+        assert key != SECRET.app_key("job-1") and "key_tag" not in reply  # keyed by this registration
+        anyone.call(c.RegisterApp("job", "job-2"))
         with pytest.raises(Unauthorized):  # a repeat would hand the key to whoever asks
             anyone.call(c.RegisterApp("job", "job-1"))
         with pytest.raises(Unauthorized):  # app messages need the key
             anyone.call(c.GetShuffle("job-1", 0))
     app = Signer()
-    app.add_app("job-1", SECRET.app_key("job-1"))
+    app.add_app("job-1", key)
+    app.add_app("job-3", key)
     with _client(master, app) as owner:
         assert owner.call(c.RegisterApp("job", "job-1"))["app_id"] == "job-1"  # its own retry
         assert owner.call(c.AppHeartbeat("job-1"))["app_id"] == "job-1"
         with pytest.raises(Unauthorized):  # its key is not another app's
             owner.call(c.AppHeartbeat("job-2"))
+        with pytest.raises(UnknownApp):  # signed for an app that is not registered: said so
+            owner.call(c.AppHeartbeat("job-3"))
         with pytest.raises(Unauthorized):  # nor a member's
             owner.call(c.LoseWorker("w0"))
 
@@ -105,7 +110,7 @@ def test_the_sdk_registers_another_id_when_the_key_of_its_first_was_lost(
     with croupier.connect(master.url) as client:
         app = client.register_app("job")
         assert app.app_id == "job-bbbbbbbbbb"
-        assert app.app_key == SECRET.app_key("job-bbbbbbbbbb")
+        assert app.app_key is not None and len(app.app_key) == 32
         with pytest.raises(Unauthorized):  # an id the caller gives is not replaced
             client.register_app("job", app_id="job-aaaaaaaaaa")
 

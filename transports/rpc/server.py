@@ -529,6 +529,9 @@ class RpcServer:
             except Unauthorized as exc:
                 self._refuse(peer, header.msg_type, header.request_id, exc)
                 return
+            except CroupierError as exc:  # the verifier's answer for an app unknown here
+                Responder(self, peer, header.msg_type, header.request_id).error(exc)
+                return
         kept = tuple(frames[len(frames) - len(msg.payloads) :]) if msg.payloads else ()
         request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme, kept)
         responder = Responder(self, peer, header.msg_type, header.request_id)

@@ -3,7 +3,6 @@ package io.croupier.client;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.croupier.proto.CroupierException;
 import io.croupier.proto.ErrorCode;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.logging.Logger;
@@ -107,10 +106,5 @@ final class Master {
       Thread.currentThread().interrupt();
       throw new CroupierException(ErrorCode.UNAVAILABLE, "interrupted", e);
     }
-  }
-
-  /** The options' request timeout (for callers that wait longer on purpose). */
-  Duration timeout() {
-    return options.requestTimeout();
   }
 }

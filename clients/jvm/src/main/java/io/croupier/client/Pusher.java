@@ -33,10 +33,11 @@ import java.util.concurrent.TimeUnit;
  *       the background ({@link SoftSplits}), the following batches go to the new epoch.
  *   <li>CONGESTED: the same message again after a back-off (5 ms doubling to 0.5 s), given up
  *       after 300 s.
- *   <li>STALE_LOCATION, TIMEOUT, UNAVAILABLE (+ {@code failed_worker}), HARD_SPLIT: revive every
- *       partition of the message (unless already moved past that epoch) and resend its batches,
- *       same ids, to the new location. HARD_SPLIT revives blame no worker and are allowed 100 per
- *       partition; the others {@code maxRevivesPerPartition}.
+ *   <li>STALE_LOCATION, TIMEOUT, UNAVAILABLE (+ {@code failed_worker}): revive every partition
+ *       of the message (unless already moved past that epoch) and resend its batches, same ids, to
+ *       the new location. HARD_SPLIT: the same for the locations it names only (the others are
+ *       resent where they were), blaming only its {@code failed_worker}; 100 split revives are
+ *       allowed per partition, {@code maxRevivesPerPartition} others.
  *   <li>anything else ({@code DATA_LOST}, {@code BAD_REQUEST}, ...): raised.
  * </ul>
  */
@@ -317,8 +318,12 @@ final class Pusher {
     for (int i = 0; i < m.batches.size(); i++) {
       epochOf.merge(m.batches.get(i).partition(), m.epochs.get(i), Math::max);
     }
+    Set<Integer> named = split ? named(err) : null;
     for (Map.Entry<Integer, Integer> e : epochOf.entrySet()) {
       int p = e.getKey();
+      if (named != null && !named.isEmpty() && !named.contains(p)) {
+        continue; // a HARD_SPLIT names the refused locations: the others are resent where they were
+      }
       if (!split) {
         Set<String> f = failedWorkers.computeIfAbsent(p, k -> new TreeSet<>());
         f.add(m.location.primary().workerId());
@@ -352,6 +357,15 @@ final class Pusher {
     }
   }
 
+  /** The partitions a HARD_SPLIT names ({@code details.partitions}: [[partition, epoch], ...]). */
+  private static Set<Integer> named(CroupierException err) {
+    Set<Integer> out = new TreeSet<>();
+    for (JsonNode pe : err.details().path("partitions")) {
+      out.add(pe.isArray() ? pe.path(0).asInt() : pe.asInt());
+    }
+    return out;
+  }
+
   /** The workers to leave out of the new location. */
   private static List<String> blame(Location loc, CroupierException err) {
     String named = err.details().path("failed_worker").asText("");
@@ -362,10 +376,5 @@ final class Pusher {
       return List.of(loc.primary().workerId());
     }
     return List.of();
-  }
-
-  /** Checks whether a {@code soft_split} reply field is well-formed (used by {@link SoftSplits}). */
-  static boolean isPair(JsonNode item) {
-    return item.isArray() && item.size() == 2 && item.get(0).isInt() && item.get(1).isInt();
   }
 }

@@ -36,7 +36,7 @@ final class SoftSplits {
       return;
     }
     for (JsonNode item : split) {
-      if (!Pusher.isPair(item)) {
+      if (!(item.isArray() && item.size() == 2 && item.get(0).isInt() && item.get(1).isInt())) {
         continue;
       }
       int p = item.get(0).asInt();

@@ -25,9 +25,12 @@ import java.util.List;
  * write URL HANDLE MAP ATTEMPT RECORDS [P...]  records "j-MAP-I" to partition I % P (or round robin
  *                                             over the partitions listed); prints "won=BOOL"
  * rerun URL HANDLE                            GET_LOST_MAPS, then RERUN_MAPS of them; prints "rerun M..."
- * read URL HANDLE SM EM SP EP                 prints "record PARTITION MAP BASE64" per record
+ * read URL HANDLE SM EM SP EP [nosmall]       prints "record PARTITION MAP BASE64" per record
+ *                                             (nosmall: OPEN_STREAM and FETCH_CHUNK only)
  * pause URL HANDLE MAP RECORDS                as write, but prints "half" halfway and waits for a line on stdin
  * beats URL                                   an app heartbeating every 100 ms, attached from a handle
+ * bench URL MIB PARTITIONS BATCH_KIB          4 maps push MIB in all as opaque batches, read back and
+ *                                             checked (CRC32 per batch); prints MB/s of each, and of BLAKE3
  * e2e URL                                     register, write 3 maps, read all and a map range, unregister
  * </pre>
  *
@@ -40,7 +43,8 @@ public final class JvmCli {
     long deadline = args[0].equals("ping") && args.length > 2 ? Long.parseLong(args[2]) : 5;
     ClientOptions o = new ClientOptions().requestTimeout(Duration.ofSeconds(10)).retries(1)
         .failoverDeadline(Duration.ofSeconds(deadline)).connectTimeout(Duration.ofSeconds(5))
-        .commitWaitTimeout(Duration.ofSeconds(60)).pushBufferSize(256);
+        .commitWaitTimeout(Duration.ofSeconds(60)).pushBufferSize(256)
+        .smallFetchBatch(args[args.length - 1].equals("nosmall") ? 0 : 128).fetchChunksInFlight(2);
     try (CroupierClient c = CroupierClient.connect(args[1], o)) {
       switch (args[0]) {
         case "ping" -> System.out.println("ok");
@@ -50,6 +54,7 @@ public final class JvmCli {
         case "e2e" -> e2e(c);
         case "rerun" -> rerun(c.openShuffle(args[2]));
         case "beats" -> beats(args[1]);
+        case "bench" -> Bench.run(c, Integer.parseInt(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]));
         default -> throw new IllegalArgumentException("unknown command " + args[0]);
       }
     } catch (DataLostException e) {

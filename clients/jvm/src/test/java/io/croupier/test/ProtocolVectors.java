@@ -74,8 +74,10 @@ public final class ProtocolVectors {
     byte[] member = Blake3s.deriveKey("croupier 2026-12-01 member request key v1", secret());
     check("member-key", HEX.formatHex(member), "4db1898ce0ff62db39dce1509bca0acea0429c57d03aa26118508800078b8a40");
     byte[] root = Blake3s.deriveKey("croupier 2026-12-01 app key root v1", secret());
-    byte[] app = Blake3s.hash(root, 32, "app-1".getBytes(StandardCharsets.UTF_8));
-    check("app-key", HEX.formatHex(app), "6cb815e17a5ff22b88e33b44cd7ffce12c2ff64454257cf0512c7203f26a3bf4");
+    byte[] tagged = Blake3s.hash(root, 32, "app-1/0123456789abcdef".getBytes(StandardCharsets.UTF_8));
+    check("app-key", HEX.formatHex(tagged), "40396749b8fd8ba792e33153dbae85056028e4ddd7be1f9690ebb24ebc9209ac");
+    byte[] untagged = Blake3s.hash(root, 32, "app-1".getBytes(StandardCharsets.UTF_8));
+    check("app-key-untagged", HEX.formatHex(untagged), "6cb815e17a5ff22b88e33b44cd7ffce12c2ff64454257cf0512c7203f26a3bf4");
   }
 
   private static void auth() {
@@ -140,8 +142,8 @@ public final class ProtocolVectors {
   }
 
   private static void handles() {
-    byte[] key = HEX.parseHex("6cb815e17a5ff22b88e33b44cd7ffce12c2ff64454257cf0512c7203f26a3bf4");
-    check("app-handle", Handles.app("app-1", key), "croupier-app-v1:app-1:6cb815e17a5ff22b88e33b44cd7ffce12c2ff64454257cf0512c7203f26a3bf4");
+    byte[] key = HEX.parseHex("40396749b8fd8ba792e33153dbae85056028e4ddd7be1f9690ebb24ebc9209ac");
+    check("app-handle", Handles.app("app-1", key), "croupier-app-v1:app-1:40396749b8fd8ba792e33153dbae85056028e4ddd7be1f9690ebb24ebc9209ac");
     Handles.Parsed p = Handles.parseShuffle("croupier-shuffle-v1:etl-3fa2:0:");
     String got = p.appId() + "/" + p.shuffleId() + "/" + (p.key() == null ? "nokey" : "key");
     check("shuffle-handle", got.equals("etl-3fa2/0/nokey") ? "croupier-shuffle-v1:etl-3fa2:0:" : got, "croupier-shuffle-v1:etl-3fa2:0:");

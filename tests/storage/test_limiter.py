@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from croupier.transports.limiter import MemoryLimiter
+from croupier.storage.limiter import MemoryLimiter
 
 
 def test_held_state_counts_in_used_and_stops_at_its_share() -> None:
