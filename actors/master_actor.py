@@ -11,7 +11,15 @@ Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded
 events and the reply to the committer -> the committer appends the group to the
 log and only then sends the reply. Replies therefore leave in command order (but
 for REGISTER_SHUFFLE and REVIVE_PARTITION, which then wait for the workers'
-``RESERVE`` acks), and a reply is never sent for state a crash could take back.
+``RESERVE`` acks, and for the reads of one shuffle below), and a reply is never sent
+for state a crash could take back.
+
+Reads of one shuffle (GET_LOCATIONS, GET_LOCATIONS_BATCH, GET_SHUFFLE) are answered at
+once, on this thread, when every event they can show is durable: the last event of
+their shuffle and the last event of no shuffle (workers, apps, terms) are at or below
+the committer's ``durable_seq`` (the log's own answer to its last append). So a read of
+a quiet shuffle does not wait behind the group commits of busy ones' MAPPER_ENDs; a
+read of a shuffle with events in flight waits for them as before.
 
 If an append fails, the committer refuses everything decided after it, and this
 actor reloads its state from the log (``Reload``) before it accepts more.
@@ -47,6 +55,9 @@ from croupier.core.commands import (
     AppHeartbeat,
     Command,
     DirReport,
+    GetLocations,
+    GetLocationsBatch,
+    GetShuffle,
     LoseWorker,
     RegisterApp,
     RegisterShuffle,
@@ -72,7 +83,7 @@ from croupier.core.events import (
     ShuffleUnregistered,
     WorkerLost,
     WorkerRegistered,
-    encode_event,
+    event_object,
 )
 from croupier.core.placement import ewma, load_score
 from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
@@ -81,8 +92,9 @@ from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
 from croupier.ha.recovery import load_state
+from croupier.transports._json import encode_json
 from croupier.transports.curve import CurveClient
-from croupier.transports.log_context import LOG_FIELDS, enter, object_fields
+from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 from croupier.transports.secret import AppTags
 
 __all__ = [
@@ -101,6 +113,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
+# Reads of one shuffle: answered at once when every event they can show is durable (the
+# others' replies wait for the group commits queued before them, whatever they read)
+_SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
+_TOUCHED_MAX = 10_000
 ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
 
 
@@ -112,9 +129,11 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class SubmitMany:
-    """A burst of commands read together: one actor message instead of one each."""
+    """A burst of commands read together: one actor message instead of one each.
+    ``validated``: every command comes from ``decode_command``, which validated it."""
 
     items: list[tuple[Command, ReplyFn | None]]
+    validated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +166,7 @@ class SetWritable:
 
 @dataclass(frozen=True, slots=True)
 class Describe:
-    """Ask: the actor's soft state, ``MasterInfo`` as JSON values (tests and the CLI)."""
+    """Ask: the actor's soft state, a ``MasterInfo`` (tests and the CLI)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,12 +235,16 @@ class MasterActor(pykka.ThreadingActor):
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
         self._last_snapshot = 0
+        # seq of the last event folded per (app, shuffle), and of the last one of no shuffle
+        self._touched: dict[tuple[str, int], int] = {}
+        self._touched_all = 0
         self.commands = 0
 
     # -- lifecycle (actor thread) ---------------------------------------------------------
     def on_start(self) -> None:
         try:
             self._load()
+            self._committer.durable_seq = self.state.seq
             self._committer.start()
             if self._coordinator is not None:  # side effects on workers: commits, and reservations
                 self._reserver = ReservationSender(
@@ -314,9 +337,10 @@ class MasterActor(pykka.ThreadingActor):
         match message:
             case Submit(command, reply):
                 self._handle(command, reply)
-            case SubmitMany(items):
-                for command, reply in items:
-                    self._handle(command, reply)
+            case SubmitMany(items, validated):
+                with self._committer.burst():  # one hand-off to the committer per burst
+                    for command, reply in items:
+                        self._handle(command, reply, validated)
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):
@@ -328,6 +352,7 @@ class MasterActor(pykka.ThreadingActor):
                     self._unwritable_reason = f"the event log cannot be read: {exc.message}"
                     log.error("reload after %r failed: %s", reason, exc)
                     return None
+                self._committer.durable_seq = max(self._committer.durable_seq, self.state.seq)
                 self._committer.reset()
                 self._writable = True
                 log.warning("state reloaded from the log after: %s", reason)
@@ -335,7 +360,7 @@ class MasterActor(pykka.ThreadingActor):
                 self._writable = writable
                 self._unwritable_reason = reason
             case Describe():
-                return to_json(self._master_info())
+                return self._master_info()
             case GetStatus():
                 return self._status()
             case Inspect(fn):
@@ -344,38 +369,52 @@ class MasterActor(pykka.ThreadingActor):
                 log.warning("MasterActor ignored unknown message %r", message)
         return None
 
-    def _handle(self, command: Command, reply: ReplyFn | None) -> None:
+    def _handle(self, command: Command, reply: ReplyFn | None, validated: bool = False) -> None:
         """Handle one command; the lines logged meanwhile carry its app and shuffle ids."""
-        fields = object_fields(command)
-        if not fields:
-            self._handle_one(command, reply)
+        app, shuffle = getattr(command, "app_id", None), getattr(command, "shuffle_id", None)
+        if app is None and shuffle is None:
+            self._handle_one(command, reply, validated)
             return
-        token = enter(fields)
+        token = enter(lazy_ids(app, shuffle))
         try:
-            self._handle_one(command, reply)
+            self._handle_one(command, reply, validated)
         finally:
             LOG_FIELDS.reset(token)
 
-    def _handle_one(self, command: Command, reply: ReplyFn | None) -> None:
-        self.commands += 1
+    def _admit(self, command: Command, reply: ReplyFn | None) -> Command | None:
+        """The command to decide, or None when it is refused here (the refusal is queued)."""
         if command.WRITES and not self._writable:
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
             self._committer.submit((), _deliver(reply, None, error))
-            return
+            return None
         if isinstance(command, UnsignedRegisterApp):
             if command.app_id in self.state.apps:
                 refusal = Unauthorized(
                     f"app {command.app_id} is registered: a repeat must be signed", {"app_id": command.app_id}
                 )
                 self._committer.submit((), _deliver(reply, None, refusal))
-                return
-            command = RegisterApp(command.name, command.app_id, command.tenant_token)
+                return None
+            return RegisterApp(command.name, command.app_id, command.tenant_token)
+        return command
+
+    def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
+        self.commands += 1
+        admitted = self._admit(command, reply)
+        if admitted is None:
+            return
         now = self._clock()
-        command = self._enrich(command, now)
+        command = self._enrich(admitted, now)
         try:
-            quotas = self._quotas(command)
+            # only these read the quotas (the others skip building them: MAPPER_END is hot)
+            quotas = self._quotas(command) if isinstance(command, _READS_QUOTAS) else None
             body, events = decide(
-                self.state, command, now, self._rng, max_apps=self._config.max_apps, quotas=quotas
+                self.state,
+                command,
+                now,
+                self._rng,
+                max_apps=self._config.max_apps,
+                quotas=quotas,
+                validated=validated,
             )
             self._start_app_actors(events, now)
         except CroupierError as exc:
@@ -385,7 +424,7 @@ class MasterActor(pykka.ThreadingActor):
             log.exception("decide failed on %r", command)
             self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
             return
-        if isinstance(body, StatusReply):
+        if isinstance(body, StatusReply) and quotas is not None:
             tenants = tenant_rows(self.state, quotas)
             body = dataclasses.replace(body, master=self._master_info(), tenants=tenants)
         records: list[bytes] = []
@@ -393,7 +432,8 @@ class MasterActor(pykka.ThreadingActor):
             for event in events:
                 apply(self.state, event)
                 self.state.seq += 1
-                records.append(encode_event(event))
+                records.append(encode_json(event_object(event)))  # what encode_event writes, by orjson
+                self._touch(event)
                 self._after(event, now)
         except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)
@@ -406,10 +446,31 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_http[command.worker_id] = command.http_port
         if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
             self._apps[command.app_id].tell(AppHeartbeatSeen(now))
-        self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
+        if not events and isinstance(command, _SHUFFLE_READS) and self._reads_durable(command):
+            _answer_now(reply, to_json(body))
+        else:
+            self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
         if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
             self._last_snapshot = self.state.seq
             self._committer.submit_snapshot(self.state.seq, self.state.snapshot_bytes())
+
+    def _touch(self, event: Event) -> None:
+        """Note the seq of ``event`` (just folded) against its shuffle, or against everything."""
+        app, shuffle = getattr(event, "app_id", None), getattr(event, "shuffle_id", None)
+        if app is None or shuffle is None:
+            self._touched_all = self.state.seq  # workers, apps, terms: every reply may show them
+            return
+        if len(self._touched) >= _TOUCHED_MAX:  # forget what is durable: it no longer holds a read
+            durable = self._committer.durable_seq
+            self._touched = {k: s for k, s in self._touched.items() if s > durable}
+        self._touched[(app, shuffle)] = self.state.seq
+
+    def _reads_durable(self, command: Command) -> bool:
+        """Whether everything a read of ``command``'s shuffle can show is durable already, so
+        that its reply need not wait behind the group commits of other shuffles' events."""
+        read: Any = command  # one of _SHUFFLE_READS
+        last = max(self._touched.get((read.app_id, read.shuffle_id), 0), self._touched_all)
+        return last <= self._committer.durable_seq
 
     def _after_reserve(
         self, command: Command, events: list[Event], reply: ReplyFn | None, body: dict[str, Any]
@@ -461,12 +522,12 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
+        if not isinstance(command, RegisterShuffle | RevivePartition):
+            return command
         full = tuple(sorted(w for w, dirs in self._worker_dirs.items() if not usable(dirs)))
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
-        if isinstance(command, RevivePartition):
-            return dataclasses.replace(command, full=full)
-        return command
+        return dataclasses.replace(command, full=full)
 
     def _after(self, event: Event, now: float) -> None:
         """Keep the app actors and the commit coordinator in step with the fold."""
@@ -579,6 +640,16 @@ class MasterActor(pykka.ThreadingActor):
             worker_dirs=dict(sorted(self._worker_dirs.items())),
             worker_http=dict(sorted(self._worker_http.items())) or None,
         )
+
+
+def _answer_now(reply: ReplyFn | None, body: dict[str, Any]) -> None:
+    """Reply on this thread (a read whose state is durable), as the committer would."""
+    if reply is None:
+        return
+    try:
+        reply(body, None)
+    except Exception:
+        log.exception("reply callback failed")
 
 
 def _deliver(

@@ -69,7 +69,7 @@ from croupier.core.commands import (
 from croupier.core.config import MasterConfig
 from croupier.core.enums import MasterRole
 from croupier.core.errors import CroupierError, Unavailable, UnknownApp
-from croupier.core.replies import ChangedReply
+from croupier.core.replies import ChangedReply, MasterInfo
 from croupier.core.state import MasterState
 from croupier.core.wire import MsgType
 from croupier.ha.eventlog import EventLog
@@ -303,7 +303,7 @@ class MasterFront:
         if actor is not None:
             actor.tell(Tick(self._clock() if now is None else now))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> MasterInfo:
         """The actor's soft state, for tests and the CLI.
 
         Raises:
@@ -312,8 +312,8 @@ class MasterFront:
         actor = self._actor
         if actor is None:
             raise Unavailable("this master is not serving")
-        result: dict[str, Any] = actor.ask(Describe(), block=True)
-        return result
+        info: MasterInfo = actor.ask(Describe(), block=True)
+        return info
 
     def status(self) -> dict[str, Any] | None:
         """STATUS as an admin would get it, as JSON values (the HTTP API and the metrics);
@@ -404,7 +404,7 @@ class MasterFront:
         burst, self._burst = self._burst, []
         actor = self._actor
         if actor is not None:
-            actor.tell(SubmitMany(burst))
+            actor.tell(SubmitMany(burst, validated=True))  # decode_command validated them
             return
         for _, reply in burst:
             if reply is not None:

@@ -49,16 +49,33 @@ def encode_bitmap(bitmap: bytes) -> str:
     return base64.b64encode(bitmap).decode("ascii")
 
 
+# Decoded short bitmaps, by their text: a MAPPER_END's bitmap is read when it is decoded,
+# decided and folded, and the maps of a shuffle mostly declare the same few bitmaps.
+# Bounded (emptied when full); only pure values, so sharing it between threads is safe.
+_DECODED: dict[str, bytes] = {}
+_MEMO_CHARS = 344  # bitmaps of up to 2,048 partitions
+_MEMO_ENTRIES = 4096
+
+
 def decode_bitmap(text: str) -> bytes:
     """The bytes of a base64 bitmap.
 
     Raises:
         BadRequest: not standard base64 with padding.
     """
+    if type(text) is str and len(text) <= _MEMO_CHARS:
+        hit = _DECODED.get(text)
+        if hit is not None:
+            return hit
     try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
+        bitmap = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError) as exc:
         raise BadRequest(f"partitions is not standard base64: {exc}") from exc
+    if type(text) is str and len(text) <= _MEMO_CHARS:
+        if len(_DECODED) >= _MEMO_ENTRIES:
+            _DECODED.clear()
+        _DECODED[text] = bitmap
+    return bitmap
 
 
 def validate_bitmap(bitmap: bytes, num_partitions: int, touched: int) -> None:

@@ -659,10 +659,12 @@ def decide(
     *,
     max_apps: int | None = None,
     quotas: QuotaContext | None = None,
+    validated: bool = False,
 ) -> Decision:
     """Decide one command against ``state`` (which is not changed).
 
     Parameters:
+        validated: the caller has run ``command.validate()`` already (``decode_command`` does).
         max_apps: the cap on live apps a ``RegisterApp`` checks (None: no cap).
         quotas: tenants and their quotas (``croupier.core.quotas``; None: one tenant,
             ``default``, unlimited): ``RegisterApp`` finds its tenant from its token, a new
@@ -679,7 +681,8 @@ def decide(
     handler = _HANDLERS.get(type(command))
     if handler is None:
         raise BadRequest(f"the master does not handle {type(command).__name__}")
-    command.validate()
+    if not validated:
+        command.validate()
     if isinstance(command, RegisterApp):
         tenant = resolve_tenant(quotas.table if quotas else None, command.tenant_token)
         return _register_app(state, command, now, rng, max_apps, tenant)

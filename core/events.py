@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json, to_json
 from croupier.core.errors import BadRequest
+from croupier.core.wire import encode_body
 
 __all__ = [
     "EVENT_TYPES",
@@ -41,6 +42,7 @@ __all__ = [
     "WorkerRemoved",
     "decode_event",
     "encode_event",
+    "event_object",
 ]
 
 Pair = tuple[str, str | None]
@@ -262,11 +264,17 @@ EVENT_TYPES: dict[str, type[Event]] = {
 }
 
 
-def encode_event(event: Event) -> bytes:
-    """One event as compact JSON bytes."""
+def event_object(event: Event) -> dict[str, Any]:
+    """One event as the JSON object that ``encode_event`` writes (for a faster encoder)."""
     body: dict[str, Any] = {"e": event.KIND, "v": event.VERSION}
     body.update(to_json(event))
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    return body
+
+
+def encode_event(event: Event) -> bytes:
+    """One event as compact JSON bytes."""
+    body = event_object(event)
+    return encode_body(body)
 
 
 def decode_event(data: bytes | memoryview) -> Event:

@@ -98,6 +98,9 @@ class MsgType(IntEnum):
     FETCH_SMALL = 58
 
 
+_KINDS = {int(k): k for k in (Kind.REQUEST, Kind.REPLY)}  # a dict lookup: Kind(x) costs microseconds
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """One decoded header frame."""
@@ -128,14 +131,15 @@ class Header:
             raise BadRequest(f"bad magic {bytes(magic)!r}, expected {MAGIC!r}")
         if version != VERSION:
             raise BadRequest(f"unsupported protocol version {version}, this server speaks {VERSION}")
-        if kind not in (Kind.REQUEST, Kind.REPLY):
+        known = _KINDS.get(kind)
+        if known is None:
             raise BadRequest(f"unknown message kind {kind}")
-        return cls(Kind(kind), msg_type, request_id, status, flags, version)
+        return cls(known, msg_type, request_id, status, flags, version)
 
 
 def encode_body(body: dict[str, Any]) -> bytes:
     """Encode a JSON body compactly."""
-    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODE(body).encode()
 
 
 def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
@@ -148,7 +152,7 @@ def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
     if len(frame) > MAX_BODY_BYTES:
         raise BadRequest(f"JSON body of {len(frame)} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        value = json.loads(bytes(frame).decode("utf-8"), parse_constant=_no_constant)
+        value = _DECODE(bytes(frame).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadRequest(f"body is not valid UTF-8 JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -159,3 +163,9 @@ def decode_body(frame: bytes | memoryview) -> dict[str, Any]:
 def _no_constant(name: str) -> Any:
     """``NaN`` and ``Infinity`` are not JSON (Python's json reads them unless told not to)."""
     raise ValueError(f"{name} is not a JSON number")
+
+
+# One encoder and one decoder, made once: ``json.dumps``/``json.loads`` with options build
+# a new one per call, which costs more than encoding a small body. Both are stateless.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_DECODE = json.JSONDecoder(parse_constant=_no_constant).decode

@@ -14,21 +14,32 @@ If an append fails, every item of that group and every later item of the same
 starts a new generation (``reset``). Nothing decided on top of lost events is
 ever appended.
 
+Within ``burst()``, items are held and queued together when it ends: one queue
+operation and one wake-up of the committer's thread per burst of commands, not one per
+command (the master decides a burst of requests read together, then leaves the block).
+
 Usage::
 
     committer = GroupCommitter(log, on_failure=reload)
     committer.start()
     committer.submit(records, done=lambda error: reply(error))
-    committer.submit_snapshot(seq, data)
+    with committer.burst():
+        committer.submit(records, done)
+        committer.submit_snapshot(seq, data)
     committer.stop()
+
+Threads: ``submit``, ``submit_snapshot`` and ``burst`` are called from the owner's thread
+(the master actor's); ``reset`` from any; the rest runs on the committer's own thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from croupier.core.errors import CroupierError, Unavailable
@@ -76,13 +87,17 @@ class GroupCommitter:
         self._max_events = max_events
         self._max_bytes = log.max_batch_bytes
         self._on_failure = on_failure
-        self._queue: queue.SimpleQueue[_Item | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item | list[_Item] | object] = queue.SimpleQueue()
+        self._held: list[_Item] | None = None  # the items of the current burst (owner's thread)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._generation = 0
         self._failed_generation = -1
         self._lock = threading.Lock()
         self.groups = 0
         self.records = 0
+        # the seq of the last record known durable: the log's answer to each append (the
+        # owner sets it after loading); read on the owner's thread, so a plain int
+        self.durable_seq = 0
 
     @property
     def generation(self) -> int:
@@ -104,48 +119,79 @@ class GroupCommitter:
 
     def submit(self, records: Sequence[bytes], done: Done | None) -> None:
         """Queue one command's records; ``done(None)`` runs once they are durable."""
-        self._queue.put(_Item(self._generation, records, done))
+        self._put(_Item(self._generation, records, done))
 
     def submit_snapshot(self, seq: int, data: bytes) -> None:
         """Write a snapshot once every record queued before it is durable."""
-        self._queue.put(_Item(self._generation, (), None, (seq, data)))
+        self._put(_Item(self._generation, (), None, (seq, data)))
+
+    @contextlib.contextmanager
+    def burst(self) -> Iterator[None]:
+        """Hold what is submitted within, and queue it all at once when the block ends."""
+        if self._held is not None:  # nested: the outer block queues it
+            yield
+            return
+        held: list[_Item] = []
+        self._held = held
+        try:
+            yield
+        finally:
+            self._held = None
+            if held:
+                self._queue.put(held)
+
+    def _put(self, item: _Item) -> None:
+        if self._held is not None:
+            self._held.append(item)
+        else:
+            self._queue.put(item)
 
     # -- the committer thread ---------------------------------------------------------------
     def _run(self) -> None:
-        following: _Item | object | None = None
-        while True:
-            first = following if following is not None else self._queue.get()
-            if first is _STOP:
-                break
-            assert isinstance(first, _Item)
-            batch, following = self._gather(first)
-            self._commit(batch)
+        backlog: deque[_Item] = deque()
+        stopping = False
+        while not stopping or backlog:
+            if not backlog and not stopping:
+                stopping = self._take(self._queue.get(), backlog)
+            # everything queued meanwhile joins the backlog, which leaves in groups
+            while not stopping:
+                try:
+                    got = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                stopping = self._take(got, backlog)
+            if backlog:
+                self._commit(self._group(backlog))
 
-    def _gather(self, first: _Item) -> tuple[list[_Item], _Item | object | None]:
-        """``first`` and what is already queued behind it: the group in "group commit".
+    @staticmethod
+    def _take(got: object, backlog: deque[_Item]) -> bool:
+        """Add a queue entry (an item, or a burst's list of them) to ``backlog``; True: stop."""
+        if got is _STOP:
+            return True
+        if isinstance(got, list):
+            backlog.extend(got)
+        else:
+            assert isinstance(got, _Item)
+            backlog.append(got)
+        return False
 
-        Returns the group, and what was taken from the queue but belongs after it (an item
-        that would take the group past the log's ``max_batch_bytes``, or the stop signal).
-        """
+    def _group(self, backlog: deque[_Item]) -> list[_Item]:
+        """The next group of "group commit", taken from the front of ``backlog``: at most
+        ``max_events`` records (one item at least), never past the log's ``max_batch_bytes``
+        (but for a first item that is larger alone), and ending at a snapshot."""
+        first = backlog.popleft()
         batch = [first]
         count = len(first.records)
         size = batch_bytes(first.records)
         # a snapshot ends a group: it is written once everything before it is durable
-        while count < self._max_events and batch[-1].snapshot is None:
-            try:
-                nxt = self._queue.get_nowait()
-            except queue.Empty:
-                return batch, None
-            if nxt is _STOP:
-                return batch, nxt
-            assert isinstance(nxt, _Item)
-            more = batch_bytes(nxt.records)
+        while backlog and count < self._max_events and batch[-1].snapshot is None:
+            more = batch_bytes(backlog[0].records)
             if size + more > self._max_bytes:
-                return batch, nxt
-            batch.append(nxt)
-            count += len(nxt.records)
+                break
+            batch.append(backlog.popleft())
+            count += len(batch[-1].records)
             size += more
-        return batch, None
+        return batch
 
     def _commit(self, batch: list[_Item]) -> None:
         live = [item for item in batch if item.generation > self._failed_generation]
@@ -156,7 +202,7 @@ class GroupCommitter:
         error: CroupierError | None = None
         try:
             if records:
-                self._log.append(records)
+                self.durable_seq = self._log.append(records)
                 self.groups += 1
                 self.records += len(records)
             for item in live:

@@ -286,7 +286,7 @@ def test_workers_heartbeat_their_measured_load_and_the_master_keeps_it(tmp_path:
         assert cl.master is not None
         pause = threading.Event()
         for _ in range(100):  # until both workers have heartbeated since they started
-            loads = cl.master.describe()["worker_load"]
+            loads = cl.master.describe().worker_load
             if len(loads) == 2:
                 break
             pause.wait(0.1)

@@ -223,3 +223,19 @@ def test_java_pushes_and_reads_many_chunks_exactly(java_cp: str, cluster: LocalC
     out = run_java(java_cp, CLI, "bench", cluster.master_url, "48", "2", "256", jit=True).stdout.splitlines()
     print(out[0])
     assert out[-1] == "ok", out
+
+
+def test_java_heartbeats_at_the_masters_pace(java_cp: str, tmp_path: Path) -> None:
+    """A master with a 1.5 s app timeout: the app, heartbeating at a third of what the master
+    says (PROTOCOL §4, Heartbeat intervals), outlives three timeouts without a call of its own."""
+    with LocalCluster(
+        1,
+        tmp_path / "cluster",
+        processes=True,
+        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0, app_timeout=1.5),
+        worker_config=WorkerConfig(heartbeat_interval=0.5),
+    ) as cluster:
+        out = java(java_cp, "pace", cluster.master_url)
+        if out == ["interval=10000"]:
+            pytest.skip("this master does not say its app_timeout in REGISTER_APP's reply yet")
+        assert out[0] == "interval=500" and out[-1] == "ok", out

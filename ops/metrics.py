@@ -399,6 +399,9 @@ class MasterMetrics:
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
         )  # fmt: skip
         self._names = {int(t): t.name for t in MsgType}
+        # (msg_type, error code or None) -> its counter and histogram children: ``labels()``
+        # costs more than the increment (bounded: the served types times the error codes)
+        self._children: dict[tuple[int, str | None], tuple[Any, Any]] = {}
 
     def collect(self, state: Callable[[], dict[str, Any] | None]) -> None:
         self.registry.register(_MasterCollector(state))
@@ -408,9 +411,14 @@ class MasterMetrics:
         return cast(Responder, _Timed(responder, request, self._on_reply))
 
     def _on_reply(self, req: Request, seconds: float, err: CroupierError | None, _size: int) -> None:
-        name = self._names.get(req.msg_type, str(req.msg_type))
-        self._requests.labels(name, "OK" if err is None else err.code).inc()
-        self._latency.labels(name).observe(seconds)
+        key = (req.msg_type, None if err is None else err.code)
+        children = self._children.get(key)
+        if children is None:
+            name = self._names.get(req.msg_type, str(req.msg_type))
+            code = "OK" if err is None else err.code
+            children = self._children[key] = (self._requests.labels(name, code), self._latency.labels(name))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def quantiles(self) -> dict[str, dict[str, float]]:
         """P50/P99 and count of the log appends (seconds)."""

@@ -15,10 +15,11 @@ import os
 import random
 import time
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Self
 
 from croupier.actors.master_front import MasterFront
 from croupier.core.config import MasterConfig
+from croupier.core.replies import MasterInfo
 from croupier.ha.eventlog import EventLog, MemoryEventLog
 from croupier.ha.filelog import FileEventLog
 from croupier.ha.timedlog import TimedLog
@@ -120,6 +121,6 @@ class MasterService(Service):
         """Run one liveness sweep (the ticker thread does this every ``sweep_interval``)."""
         self._front.tick(now)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> MasterInfo:
         """The actor's soft state, for tests and the CLI."""
         return self._front.describe()

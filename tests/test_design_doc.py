@@ -53,3 +53,27 @@ def test_every_cited_section_exists() -> None:
 def test_the_sections_are_numbered_in_order() -> None:
     majors = [int(n) for n in re.findall(r"^## (\d+)\. ", DESIGN, re.M)]
     assert majors == list(range(1, 13)), majors
+
+
+def _may_import_column() -> dict[str, set[str] | None]:
+    """§3's table: folder -> the folders its "may import" cell names (None: everything)."""
+    section = DESIGN[DESIGN.index("## 3. ") : DESIGN.index("## 4. ")]
+    table: dict[str, set[str] | None] = {}
+    for folder, cell in re.findall(r"^\| `(\w+)/` \| [^|]* \|.*\| ([^|]*) \|$", section, re.M):
+        text = cell.strip()
+        if text == "everything":
+            table[folder] = None
+        elif text == "stdlib only":
+            table[folder] = set()
+        else:
+            table[folder] = {name.strip() for name in text.split(",")}
+    return table
+
+
+def test_the_layout_test_enforces_the_design_pages_dependency_rule() -> None:
+    from tests.test_layout import MAY_IMPORT
+
+    column = _may_import_column()
+    assert set(MAY_IMPORT) <= set(column), f"§3's table lacks {set(MAY_IMPORT) - set(column)}"
+    differ = {f: (column[f], rule) for f, rule in MAY_IMPORT.items() if column[f] != rule}
+    assert not differ, f"docs/design.md §3 and tests/test_layout.py's MAY_IMPORT differ: {differ}"

@@ -4,11 +4,18 @@ Client processes each keep ``window`` commands in flight, so the rate shows what
 commit buys; the embedded file log is measured, and with ``--ha`` a ZooKeeper-replicated
 log too, interleaved run by run. Runs in the caller's thread; the client processes and
 any ZooKeeper are stopped before returning.
+
+Each measured run also reports the master's CPU per 1,000 commands (the master runs in
+this process: its user + system time over the run, divided by the commands) and the
+round trip of ``GET_LOCATIONS`` for a 10,000-partition shuffle (100 maps ended), asked
+by one more process every ``PROBE_INTERVAL`` seconds while the MAPPER_ENDs flow.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import random
+import resource
 import statistics
 import tempfile
 import time
@@ -25,6 +32,49 @@ __all__ = ["control_rate", "control_scenarios"]
 
 # the shuffles here have one partition, and every map touches it
 ONE_PARTITION = encode_bitmap(b"\x01")
+PROBE_PARTITIONS = 10_000  # the GET_LOCATIONS probe's shuffle: every map touched every partition
+PROBE_MAPS = 100
+PROBE_INTERVAL = 0.01
+
+
+def _master_cpu() -> float:
+    """This process's CPU seconds (user + system): the master's, as it runs here."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _probe(url: str, app_id: str, shuffle_id: int, stop: Any, out: Any) -> None:
+    """GET_LOCATIONS round trips (ms), one every ``PROBE_INTERVAL`` until ``stop`` is set."""
+    from croupier.core.commands import encode_command
+    from croupier.transports.rpc import RpcClient
+
+    pick = random.Random(7)
+    times: list[float] = []
+    with RpcClient(url, timeout=30.0, retries=0) as client:
+        while not stop.wait(PROBE_INTERVAL):
+            msg_type, body = encode_command(
+                c.GetLocations(app_id, shuffle_id, pick.randrange(PROBE_PARTITIONS))
+            )
+            start = time.perf_counter()
+            client.call(msg_type, body)
+            times.append((time.perf_counter() - start) * 1000)
+    out.put(times)
+
+
+def _probe_shuffle(master: Any, app: str) -> int:
+    """A shuffle of ``PROBE_PARTITIONS`` partitions where ``PROBE_MAPS`` maps ended; one more
+    map never ends, so that no commit (of workers that do not exist) runs meanwhile."""
+    shuffle = c.RegisterShuffle(app, PROBE_MAPS + 1, PROBE_PARTITIONS, replicate=False)
+    sid = int(master.request(shuffle, ShuffleSummary).shuffle_id)
+    every = encode_bitmap(b"\xff" * (PROBE_PARTITIONS // 8))
+    for m in range(PROBE_MAPS):
+        master.call(c.MapperEnd(app, sid, m, 0, PROBE_PARTITIONS, every))
+    return sid
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else float("nan")
 
 
 def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int) -> float:
@@ -60,8 +110,14 @@ def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int
     return elapsed
 
 
-def control_rate(url: str, *, commands: int = 20_000, clients: int = 4, window: int = 32) -> dict[str, Any]:
-    """Send ``commands`` MAPPER_ENDs from ``clients`` processes, ``window`` in flight each."""
+def control_rate(
+    url: str, *, commands: int = 20_000, clients: int = 4, window: int = 32, probe: bool = False
+) -> dict[str, Any]:
+    """Send ``commands`` MAPPER_ENDs from ``clients`` processes, ``window`` in flight each.
+
+    With ``probe``, a GET_LOCATIONS probe runs alongside (``get_locations_ms``: P50, P99, n).
+    ``master_cpu_ms_per_1000`` is this process's CPU over the run: the master's when it runs here.
+    """
     from croupier.transports.master_client import MasterClient
 
     with MasterClient(url, timeout=30.0, deadline=60.0) as master:
@@ -70,10 +126,17 @@ def control_rate(url: str, *, commands: int = 20_000, clients: int = 4, window: 
         )
         app = master.request(c.RegisterApp("bench"), RegisterAppReply).app_id
         sid = master.request(c.RegisterShuffle(app, commands, 1, replicate=False), ShuffleSummary).shuffle_id
+        probe_sid = _probe_shuffle(master, app) if probe else None
     ctx = multiprocessing.get_context("spawn")
+    stop, out = ctx.Event(), ctx.Queue()
+    prober = None
     with ProcessPoolExecutor(clients, mp_context=ctx) as pool:
         for _ in range(clients):
             pool.submit(_client, url, app, sid, [], 1).result()  # start the processes first
+        if probe_sid is not None:
+            prober = ctx.Process(target=_probe, args=(url, app, probe_sid, stop, out), daemon=True)
+            prober.start()
+        cpu = _master_cpu()
         started = time.perf_counter()
         futures = [
             pool.submit(_client, url, app, sid, list(range(i, commands, clients)), window)
@@ -82,12 +145,24 @@ def control_rate(url: str, *, commands: int = 20_000, clients: int = 4, window: 
         for f in futures:
             f.result()
         seconds = time.perf_counter() - started
-    return {
+        cpu = _master_cpu() - cpu
+    result: dict[str, Any] = {
         "commands": commands,
         "clients": clients,
         "seconds": round(seconds, 3),
         "per_s": round(commands / seconds),
+        "master_cpu_ms_per_1000": round(cpu * 1e6 / commands, 1),
     }
+    if prober is not None:
+        stop.set()
+        times: list[float] = out.get(timeout=60)
+        prober.join(timeout=30)
+        result["get_locations_ms"] = {
+            "p50": _quantile(times, 0.5),
+            "p99": _quantile(times, 0.99),
+            "n": len(times),
+        }
+    return result
 
 
 def _file_master_rate(commands: int, clients: int, run: int) -> dict[str, Any]:
@@ -95,7 +170,7 @@ def _file_master_rate(commands: int, clients: int, run: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp, MasterService("tcp://127.0.0.1:0", Path(tmp) / "m") as m:
         control_rate(m.url, commands=min(2000, commands), clients=clients)  # warm-up, not counted
-        return control_rate(m.url, commands=commands, clients=clients)
+        return control_rate(m.url, commands=commands, clients=clients, probe=True)
 
 
 class _ZooKeeperRuns:
@@ -117,11 +192,28 @@ class _ZooKeeperRuns:
                     raise TimeoutError("the master did not become leader")
                 time.sleep(0.05)
             control_rate(member.url, commands=min(2000, commands), clients=clients)  # warm-up
-            return control_rate(member.url, commands=commands, clients=clients)
+            return control_rate(member.url, commands=commands, clients=clients, probe=True)
 
     def close(self) -> None:
         self.zk.stop()
         self._tmp.cleanup()
+
+
+def _summary(got: list[dict[str, Any]], runs: int, commands: int, clients: int) -> dict[str, Any]:
+    """Medians over the runs of one mode (of the GET_LOCATIONS quantiles: each run's, median)."""
+    rates = [r["per_s"] for r in got]
+    probes = [r["get_locations_ms"] for r in got if "get_locations_ms" in r]
+    return {
+        "median_per_s": statistics.median(rates),
+        "min_per_s": min(rates),
+        "max_per_s": max(rates),
+        "master_cpu_ms_per_1000": statistics.median(r["master_cpu_ms_per_1000"] for r in got),
+        "get_locations_p50_ms": statistics.median(p["p50"] for p in probes) if probes else None,
+        "get_locations_p99_ms": statistics.median(p["p99"] for p in probes) if probes else None,
+        "runs": runs,
+        "commands": commands,
+        "clients": clients,
+    }
 
 
 def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> dict[str, Any]:
@@ -131,28 +223,26 @@ def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> di
     modes: dict[str, Any] = {"file": _file_master_rate}
     if zk_runs is not None:
         modes["zookeeper"] = zk_runs
-    rates_by_mode: dict[str, list[int]] = {name: [] for name in modes}
+    runs_by_mode: dict[str, list[dict[str, Any]]] = {name: [] for name in modes}
     try:
         # interleave the modes, so that both see the same noise on a shared machine
         for run in range(runs):
             for name, fn in modes.items():
-                rates_by_mode[name].append(fn(commands, clients, run)["per_s"])
+                runs_by_mode[name].append(fn(commands, clients, run))
     finally:
         if zk_runs is not None:
             zk_runs.close()
-    for name, rates in rates_by_mode.items():
-        results[f"control/{name}"] = {
-            "median_per_s": statistics.median(rates),
-            "min_per_s": min(rates),
-            "max_per_s": max(rates),
-            "runs": runs,
-            "commands": commands,
-            "clients": clients,
-        }
+    for name, got in runs_by_mode.items():
+        results[f"control/{name}"] = _summary(got, runs, commands, clients)
     for key, r in results.items():
         print(
             f"{key:20s} mapper_end/s median {r['median_per_s']:>8}  (min {r['min_per_s']},"
             f" max {r['max_per_s']}, {r['runs']} runs of {r['commands']} from {r['clients']} clients)"
+        )
+        print(
+            f"{'':20s} master CPU per 1,000 commands {r['master_cpu_ms_per_1000']} ms (median);"
+            f" GET_LOCATIONS of a {PROBE_PARTITIONS:,}-partition shuffle meanwhile:"
+            f" P50 {r['get_locations_p50_ms']} ms, P99 {r['get_locations_p99_ms']} ms"
         )
     if "control/file" in results and "control/zookeeper" in results:
         ratio = results["control/zookeeper"]["median_per_s"] / results["control/file"]["median_per_s"]

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from croupier.core.errors import BadRequest, CroupierError, InternalError
-from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType, decode_body, encode_body
+from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType
+from croupier.transports._json import decode_body, encode_body
 
 __all__ = [
     "COPY_THRESHOLD",

@@ -7,7 +7,8 @@ peer, the bytes of the large replies libzmq still holds (sent zero-copy with a
 when the peer disconnects), plus the replies still to come for the requests it is
 handling (``pending``), each guessed at the size of that peer's recent replies
 (``estimate``: the largest, halved per reply, so a peer of small replies soon
-costs nothing; a new peer starts at 1/16 of the cap). Handlers may answer from other
+costs nothing; a new peer starts at 1/16 of the cap, and a peer with nothing in flight
+keeps its guess, for the 4,096 most recent such peers). Handlers may answer from other
 threads, so without that guess a burst of requests read at once would all be admitted.
 
 A peer at or over its cap gets no new requests handled: they are parked, up to the
@@ -20,7 +21,7 @@ State: owned by the RPC server's thread alone; nothing here is thread-safe.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 import zmq
@@ -30,6 +31,9 @@ __all__ = ["DEFAULT_PEER_REPLY_BYTES", "PeerBudget"]
 # Three 8 MiB fetch chunks in flight per reader, several readers per client process,
 # and master replies of a few MiB: 64 MiB per peer leaves room for all of that.
 DEFAULT_PEER_REPLY_BYTES = 64 * 1024 * 1024
+# Reply-size guesses kept for peers with nothing in flight (the most recent ones): a
+# pipelining client is idle between its windows, and must not start over at 1/16 of the cap.
+_IDLE_PEERS = 4096
 
 
 @dataclass(slots=True)
@@ -57,6 +61,7 @@ class PeerBudget:
             raise ValueError(f"the per-peer reply cap must be positive, got {cap}")
         self.cap = cap
         self._peers: dict[bytes, _Peer] = {}
+        self._idle: OrderedDict[bytes, int] = OrderedDict()  # peer -> its estimate, newest last
 
     @property
     def busy(self) -> bool:
@@ -79,7 +84,8 @@ class PeerBudget:
     def _state(self, peer: bytes) -> _Peer:
         state = self._peers.get(peer)
         if state is None:
-            state = self._peers[peer] = _Peer(estimate=self.cap // 16)
+            estimate = self._idle.pop(peer, self.cap // 16)
+            state = self._peers[peer] = _Peer(estimate=estimate)
         return state
 
     def admitted(self, peer: bytes) -> None:
@@ -123,6 +129,9 @@ class PeerBudget:
                 ready.append(peer)
             elif not (state.sent or state.parked or state.pending):
                 del self._peers[peer]
+                self._idle[peer] = state.estimate
+                if len(self._idle) > _IDLE_PEERS:
+                    self._idle.popitem(last=False)
         return ready
 
     def unpark(self, peer: bytes) -> list[zmq.Frame] | None:

@@ -38,8 +38,9 @@ from croupier.core.errors import (
     Unavailable,
     error_from_wire,
 )
-from croupier.core.wire import Kind, encode_body
+from croupier.core.wire import Kind
 from croupier.transports._framing import Payload, parse_message
+from croupier.transports._json import encode_body
 from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports.auth import Signer, request_frames
 from croupier.transports.curve import CurveClient, timeout_hint

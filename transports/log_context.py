@@ -28,6 +28,7 @@ __all__ = [
     "enter",
     "id_fields",
     "key_fields",
+    "lazy_ids",
     "log_fields",
     "object_fields",
 ]
@@ -86,6 +87,37 @@ def id_fields(app_id: object, shuffle_id: object) -> dict[str, Any]:
     if type(shuffle_id) is int and _MIN_ID <= shuffle_id <= _MAX_ID:
         out["shuffle_id"] = shuffle_id
     return out
+
+
+class _LazyIds(Mapping[str, Any]):
+    """``id_fields(app_id, shuffle_id)``, worked out only when a line is logged (most
+    requests log nothing: the master handles tens of thousands per second)."""
+
+    __slots__ = ("_fields", "_raw")
+
+    def __init__(self, app_id: object, shuffle_id: object) -> None:
+        self._raw = (app_id, shuffle_id)
+        self._fields: dict[str, Any] | None = None
+
+    def _get(self) -> dict[str, Any]:
+        if self._fields is None:
+            self._fields = id_fields(*self._raw)
+        return self._fields
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def lazy_ids(app_id: object, shuffle_id: object) -> Mapping[str, Any]:
+    """The log fields ``id_fields(app_id, shuffle_id)`` as a mapping that works them out on
+    first use: for ``enter`` on a hot path."""
+    return _LazyIds(app_id, shuffle_id)
 
 
 def object_fields(obj: object) -> dict[str, Any]:

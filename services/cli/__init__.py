@@ -13,6 +13,7 @@ croupier admin --master URL status|workers|apps|shuffles|tenants [--json]
 croupier admin --master URL decommission WORKER_ID [--wait]
 croupier secret FILE
 croupier secret-public FILE
+croupier spark jar|conf [--master URL] [--spark-jars DIR] [--tenant-token T] [--auth-secret-file FILE]
 
 Every member command (master, worker, admin) and every command that starts a cluster
 (local, demo, bench, verify) takes ``--secret-file FILE`` (or ``$CROUPIER_SECRET_FILE``):
@@ -20,7 +21,7 @@ the cluster secret that signs and checks requests (PROTOCOL §2.1, docs/guides/s
 ``--curve`` (ZeroMQ CURVE on every socket, its keys derived from that secret).
 
 One module per command group in this package (``master``, ``worker``, ``admin``, ``local``,
-``tools``, ``secret``, ``config``), each with ``ORDER`` (its place in ``--help``) and
+``tools``, ``secret``, ``config``, ``spark``), each with ``ORDER`` (its place in ``--help``) and
 ``register(sub, root)`` (adds its sub-commands; each sets ``func``). Adding a command group is
 adding one such module: ``build_parser`` finds it. What they share is in ``_common``.
 """

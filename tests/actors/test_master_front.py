@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from croupier.core.commands import encode_command
 from croupier.core.config import MasterConfig
 from croupier.core.errors import Conflict, CroupierError, NotLeader, Unavailable
 from croupier.ha.eventlog import MemoryEventLog
-from croupier.transports.rpc import RpcClient
+from croupier.transports.rpc import RpcClient, RpcServer
 
 
 def refuse(command: c.Command) -> dict[str, Any]:
@@ -62,7 +63,7 @@ def test_serving_enriches_status_with_the_ensemble(front: MasterFront, rpc: RpcC
     master = call(rpc, c.Status())["master"]
     assert master["role"] == "standalone" and master["url"] == front.url
     assert master["log"] == "MemoryEventLog" and master["followers"] == ["tcp://f:1"]
-    assert front.describe()["commands"] == 2
+    assert front.describe().commands == 2
 
 
 def test_take_seat_logs_the_take_over_then_serves_as_leader(front: MasterFront, rpc: RpcClient) -> None:
@@ -102,3 +103,54 @@ def test_a_take_over_whose_actor_cannot_load_fails_at_once(front: MasterFront, r
         front.take_seat(5, UnreadableLog(), lambda _error: None)
     with pytest.raises(NotLeader):
         call(rpc, c.RegisterApp("job"))
+
+
+class GatedLog(MemoryEventLog):
+    """A memory log whose appends wait while ``gate`` is clear (ZooKeeper or a disk stalling)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.waiting = threading.Event()
+
+    def append(self, records: Sequence[bytes]) -> int:
+        if records and not self.gate.is_set():
+            self.waiting.set()
+            self.gate.wait(30)
+        return super().append(records)
+
+
+def test_a_read_of_a_durable_shuffle_does_not_wait_behind_another_shuffles_append(
+    front: MasterFront, rpc: RpcClient
+) -> None:
+    """Issue 27: GET_LOCATIONS of a quiet shuffle is answered while a busy one's events are
+    being appended; a read of the busy shuffle still waits until its events are durable."""
+    log = GatedLog()
+    front.serve(log)
+    with RpcServer("tcp://127.0.0.1:0", lambda _req, responder: responder.ok({}), name="w") as worker:
+        port = int(worker.url.rsplit(":", 1)[1])  # the worker's control port: it acks RESERVE
+        call(rpc, c.RegisterWorker("w0", "127.0.0.1", port, 2, 3, 4, 100, "i0"))
+        app = str(call(rpc, c.RegisterApp("job"))["app_id"])
+        quiet = int(call(rpc, c.RegisterShuffle(app, 1, 10, replicate=False))["shuffle_id"])
+        busy = int(call(rpc, c.RegisterShuffle(app, 2, 10, replicate=False))["shuffle_id"])
+        log.gate.clear()
+        replies: dict[str, dict[str, Any]] = {}
+
+        def ask(name: str, command: c.Command) -> None:
+            with RpcClient(front.url, timeout=30.0, retries=0) as client:
+                replies[name] = call(client, command)
+
+        ended = threading.Thread(target=ask, args=("ended", c.MapperEnd(app, busy, 0, 0, 0, "AAA=")))
+        ended.start()
+        assert log.waiting.wait(10)  # the MAPPER_END's event is in an append that waits
+        busy_read = threading.Thread(target=ask, args=("busy", c.GetLocations(app, busy, 0)))
+        busy_read.start()
+        # answered while the append waits (before: it waited behind it)
+        assert call(rpc, c.GetLocations(app, quiet, 0))["winner_runs"] == []
+        assert "busy" not in replies and "ended" not in replies  # neither shows undurable state
+        log.gate.set()
+        ended.join()
+        busy_read.join()
+    assert replies["ended"]["won"] is True
+    assert replies["busy"]["winner_runs"] == [[0, 1, 0]]

@@ -65,7 +65,7 @@ def worker(tmp_path: Path) -> Iterator[Worker]:
     try:
         service.start()
         deadline = time.monotonic() + 10
-        while master.describe()["commands"] < 2 and time.monotonic() < deadline:
+        while (master.describe().commands or 0) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         urls = service.urls
         push = RpcClient(urls["push"], timeout=10, retries=0)

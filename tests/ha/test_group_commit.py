@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from croupier.core.errors import CroupierError
@@ -70,3 +70,36 @@ def test_a_zookeeper_group_within_max_batch_bytes_fits_its_znode() -> None:
     assert GROUP_HEADER.size + RECORD_LENGTH.size <= RECORD_OVERHEAD
     for group in ([b""], [b"x" * 100], [b"a", b"bb", b"ccc"] * 50):
         assert len(encode_group(1, group)) <= batch_bytes(group)
+
+
+def test_a_burst_is_queued_at_once_and_still_split_by_the_logs_limit() -> None:
+    log = SmallLog()
+    committer = GroupCommitter(log)
+    committer.start()
+    done: list[int] = []
+    finished = threading.Event()
+    commands = [[bytes([i]) * 30] for i in range(40)]
+
+    def record(i: int) -> Callable[[CroupierError | None], None]:
+        def finish(error: CroupierError | None) -> None:
+            assert error is None
+            done.append(i)
+            if len(done) == len(commands):
+                finished.set()
+
+        return finish
+
+    with committer.burst():
+        for i, records in enumerate(commands[:20]):
+            committer.submit(records, record(i))
+        with committer.burst():  # nested: the outer block queues it
+            committer.submit(commands[20], record(20))
+        assert log.groups == []  # nothing queued before the block ends
+    for i, records in enumerate(commands[21:], 21):
+        committer.submit(records, record(i))
+    assert finished.wait(10)
+    committer.stop()
+    assert done == list(range(len(commands)))  # replies in command order
+    assert [r for _, r in log.read()] == [r for records in commands for r in records]
+    assert len(log.groups) > 1 and all(batch_bytes(g) <= 200 for g in log.groups)
+    log.close()

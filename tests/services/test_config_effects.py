@@ -107,7 +107,7 @@ def test_every_master_setting_takes_effect() -> None:
         client.call(c.WorkerHeartbeat("w1", "inc"))
         client.call(c.AppHeartbeat(app))
         clock.now = 1049.0
-        seen["in grace at 1049"] = master.describe()["in_grace"]
+        seen["in grace at 1049"] = master.describe().in_grace
         master.tick(1045.0)  # w0 is 45 s silent, but the grace lasts 50 s
         seen["1045"] = _statuses(client)
         master.tick(1056.0)  # w0 is 56 s silent, w1 16 s
@@ -140,7 +140,7 @@ def test_every_master_setting_takes_effect() -> None:
             "sweep_interval": lambda _: _sweeps_by_itself(),
             "snapshot_every": lambda _: seen["snapshot"] is not None,
             # one command's events per group, however many commands wait together
-            "max_group_events": lambda _: described["log_groups"] == described["log_records"] > 40,
+            "max_group_events": lambda _: described.log_groups == described.log_records > 40,
             "max_apps": lambda _: seen["second app"] == "QUOTA_EXCEEDED",
             "tenants": lambda _: seen["no token"] == "UNAUTHORIZED",
             # the default quotas apply to a tenant whose file sets none; STATUS shows what applies
@@ -210,8 +210,10 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         assert _wait(lambda: admin.call(c.Status())["workers"])
         slots = admin.call(c.Status())["workers"][0]["slots"]
         time.sleep(1.2)
-        heartbeat_age = master.describe()["worker_heartbeat_age"][worker.worker_id]
-        reported_dirs = master.describe()["worker_dirs"][worker.worker_id]  # path, free, total, reserve, ok
+        heartbeat_age = (master.describe().worker_heartbeat_age or {})[worker.worker_id]
+        reported_dirs = (master.describe().worker_dirs or {})[
+            worker.worker_id
+        ]  # path, free, total, reserve, ok
         actors = len(pykka.ActorRegistry.get_by_class(PartitionActor))
         with croupier.connect(master.url, config=client_config) as client:
             shuffle = client.register_app("cfg").register_shuffle(1, 1, replicate=False)

@@ -171,8 +171,8 @@ def test_concurrent_mapper_ends_are_group_committed(master: MasterService, clien
         t.join()
     assert not errors
     d = master.describe()
-    assert d["log_records"] == 405
-    assert d["log_groups"] < d["log_records"]  # some appends carried several commands
+    assert d.log_records == 405
+    assert (d.log_groups or 0) < d.log_records  # some appends carried several commands
     assert client.call(c.GetShuffle(app, 0))["mappers_ended"] == 400
 
 

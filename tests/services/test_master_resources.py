@@ -99,7 +99,7 @@ def test_a_restart_that_cannot_start_every_app_actor_stops_with_the_reason(
     assert time.monotonic() - began < 10
     assert app_actors() == 0
     with master(tmp_path / "m") as m:  # once threads can start again it serves
-        assert m.describe()["seq"] == 3
+        assert m.describe().seq == 3
         assert app_actors() == 3
 
 

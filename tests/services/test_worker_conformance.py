@@ -107,7 +107,7 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
                     _node(w.worker_id, w.incarnation, u["push"], u["fetch"], u["control"], u["replicate"])
                 )
             deadline = time.monotonic() + 10
-            while master.describe()["commands"] < 2 * len(workers) and time.monotonic() < deadline:
+            while (master.describe().commands or 0) < 2 * len(workers) and time.monotonic() < deadline:
                 time.sleep(0.01)  # a registration and a heartbeat each
             yield _reserved(Pair(*nodes))
         finally:

@@ -81,3 +81,44 @@ def test_unread_replies_are_bounded_per_peer(ctx: _Ctx, json_body: bool) -> None
             assert got == set(range(1, REQUESTS + 1))
         finally:
             lazy.close(linger=0)
+
+
+def test_parked_requests_reach_a_burst_handler(ctx: _Ctx) -> None:
+    """A handler that answers once per burst (the master hands each burst to its actor at
+    ``on_batch_end``) answers parked requests too, even when no later request comes.
+
+    Before, requests resumed from the park went to the handler but the burst was never
+    ended: the last ones of a pipelining client waited for a request that never came.
+    """
+    burst: list[Responder] = []
+
+    def collect(_request: Request, responder: Responder) -> None:
+        burst.append(responder)
+
+    def answer_burst() -> None:
+        for responder in burst:
+            responder.ok({})
+        burst.clear()
+
+    # a small cap: a new peer's first replies are guessed at 1/16 of it, so 16 in flight park it
+    with RpcServer(
+        "tcp://127.0.0.1:0",
+        collect,
+        context=ctx,
+        name="bursts",
+        on_batch_end=answer_burst,
+        max_peer_reply_bytes=64 * 1024,
+    ) as server:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(server.url)
+        try:
+            for rid in range(1, 65):
+                sock.send_multipart([Header(Kind.REQUEST, MsgType.PING, rid).encode(), b"{}"])
+            got: set[int] = set()
+            while len(got) < 64 and sock.poll(5_000):
+                got.add(Header.decode(sock.recv_multipart()[0]).request_id)
+            assert server.stats.parked > 0
+            assert got == set(range(1, 65))
+        finally:
+            sock.close(linger=0)

@@ -20,8 +20,9 @@ from typing import Any, Self
 import zmq
 
 from croupier.core.errors import BadRequest, InternalError, RequestTimeout, Unavailable, error_from_wire
-from croupier.core.wire import Header, Kind, decode_body, encode_body
+from croupier.core.wire import Header, Kind
 from croupier.transports._framing import Payload, type_name
+from croupier.transports._json import decode_body, encode_body
 from croupier.transports.auth import Signer, request_frames
 from croupier.transports.curve import CurveClient, timeout_hint
 

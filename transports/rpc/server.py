@@ -18,7 +18,7 @@ import zmq
 
 from croupier.core.access import Scheme
 from croupier.core.errors import BadRequest, CroupierError, InternalError, Unauthorized, Unavailable
-from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Kind, encode_body
+from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, Kind
 from croupier.transports._conn_budget import ServerConnections
 from croupier.transports._framing import (
     COPY_THRESHOLD,
@@ -30,12 +30,13 @@ from croupier.transports._framing import (
     reply_frames,
     type_name,
 )
+from croupier.transports._json import encode_body
 from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
 from croupier.transports.auth import Verifier
 from croupier.transports.curve import CurveServer
-from croupier.transports.log_context import LOG_FIELDS, body_fields, enter
+from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 
 __all__ = ["Handler", "Request", "Responder", "RpcServer", "RpcServerStats"]
 
@@ -65,7 +66,10 @@ def _peer_name(peer: bytes) -> str:
 
 def _nbytes(frames: Frames) -> int:
     # A handler's bad payload (not a buffer) is refused when it is sent, not here.
-    return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
+    try:
+        return sum(map(len, frames))  # the common case (bytes), without a check per frame
+    except TypeError:
+        return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
 
 
 @dataclass(frozen=True)
@@ -475,20 +479,28 @@ class RpcServer:
                 except Exception:
                     logger.exception("%s: unexpected error handling a message", self.name)
         finally:
-            if self._on_batch_end is not None:
-                try:
-                    self._on_batch_end()
-                except Exception:
-                    logger.exception("%s: on_batch_end failed", self.name)
+            self._end_batch()
+
+    def _end_batch(self) -> None:
+        if self._on_batch_end is not None:
+            try:
+                self._on_batch_end()
+            except Exception:
+                logger.exception("%s: on_batch_end failed", self.name)
 
     def _resume_parked(self) -> None:
-        """Handle parked requests of the peers whose replies have drained below their cap."""
+        """Handle parked requests of the peers whose replies have drained below their cap;
+        they are a burst too (a handler may wait for its end before it answers)."""
+        resumed = False
         for peer in self._budget.reap():
             while (frames := self._budget.unpark(peer)) is not None:
+                resumed = True
                 try:
                     self._dispatch(frames)
                 except Exception:
                     logger.exception("%s: unexpected error handling a parked message", self.name)
+        if resumed:
+            self._end_batch()
 
     def _handle(self, frames: list[zmq.Frame]) -> None:
         self.stats.requests += 1
@@ -536,8 +548,9 @@ class RpcServer:
         request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme, kept)
         responder = Responder(self, peer, header.msg_type, header.request_id)
         # the request's app and shuffle ids go on the lines logged while handling it
-        fields = body_fields(msg.body)
-        token = None if fields is None else enter(fields)
+        body = msg.body
+        app, shuffle = body.get("app_id"), body.get("shuffle_id")
+        token = None if app is None and shuffle is None else enter(lazy_ids(app, shuffle))
         try:
             self._handler(request, responder)
         except CroupierError as exc:

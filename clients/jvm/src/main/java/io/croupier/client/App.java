@@ -79,6 +79,11 @@ public final class App implements AutoCloseable {
     return heartbeat.beats();
   }
 
+  /** How often this app heartbeats now (the master's pace, or the fixed interval). */
+  public java.time.Duration heartbeatInterval() {
+    return heartbeat.interval();
+  }
+
   Heartbeat heartbeat() {
     return heartbeat;
   }

@@ -10,9 +10,10 @@ import java.util.logging.Logger;
 
 /**
  * A daemon thread that sends {@code APP_HEARTBEAT} for one app until stopped, at the master's
- * pace: the interval the master's replies give ({@code heartbeat_interval} seconds, else a third
- * of {@code app_timeout}), else every 10 s, unless {@link ClientOptions#heartbeatInterval} fixes
- * it. It stops by itself when the master answers {@code UNKNOWN_APP} (the app expired).
+ * pace: every 10 s at most, and at most a third of the {@code app_timeout} its replies to
+ * {@code REGISTER_APP} and {@code APP_HEARTBEAT} say (a new leader may say another), unless
+ * {@link ClientOptions#heartbeatInterval} fixes it. It stops by itself when the master answers
+ * {@code UNKNOWN_APP} (the app expired).
  */
 final class Heartbeat implements Runnable {
   private static final Logger LOG = Logger.getLogger(Heartbeat.class.getName());
@@ -35,20 +36,24 @@ final class Heartbeat implements Runnable {
     this.interval = pace(registration, DEFAULT);
   }
 
-  /** The pace a master reply asks for, else {@code fallback}. */
-  private Duration pace(JsonNode reply, Duration fallback) {
+  /**
+   * The pace for a master reply: every 10 s at most, and at most a third of the {@code
+   * app_timeout} it says (PROTOCOL §4, Heartbeat intervals); a reply without it keeps {@code
+   * current}. A fixed interval is kept, with a warning when it is more than a third.
+   */
+  private Duration pace(JsonNode reply, Duration current) {
+    double timeout = reply == null ? 0 : reply.path("app_timeout").asDouble(0);
     if (fixed != null) {
+      if (timeout > 0 && fixed.toMillis() > timeout * 1000 / 3) {
+        LOG.warning("croupier: app " + appId + " heartbeats every " + fixed.toMillis() + " ms, more than a third"
+            + " of the master's app_timeout of " + timeout + " s");
+      }
       return fixed;
     }
-    double hb = reply == null ? 0 : reply.path("heartbeat_interval").asDouble(0);
-    double timeout = reply == null ? 0 : reply.path("app_timeout").asDouble(0);
-    if (hb > 0) {
-      return Duration.ofMillis((long) (hb * 1000));
-    }
     if (timeout > 0) {
-      return Duration.ofMillis(Math.max(100, (long) (timeout * 1000 / 3)));
+      return Duration.ofMillis(Math.max(50, Math.min(DEFAULT.toMillis(), (long) (timeout * 1000 / 3))));
     }
-    return fallback;
+    return current;
   }
 
   /** Starts the thread. */
@@ -89,6 +94,8 @@ final class Heartbeat implements Runnable {
           return;
         }
         LOG.warning("croupier: heartbeat of app " + appId + " failed: " + e.getMessage());
+      } catch (RuntimeException e) {
+        LOG.warning("croupier: heartbeat of app " + appId + " failed: " + e);
       }
     }
   }

@@ -31,6 +31,8 @@ import java.util.List;
  * beats URL                                   an app heartbeating every 100 ms, attached from a handle
  * bench URL MIB PARTITIONS BATCH_KIB          4 maps push MIB in all as opaque batches, read back and
  *                                             checked (CRC32 per batch); prints MB/s of each, and of BLAKE3
+ * pace URL                                    an app at the master's pace: prints "interval=MS", outlives
+ *                                             3 x its interval x 3 without a call of its own, prints "ok"
  * e2e URL                                     register, write 3 maps, read all and a map range, unregister
  * </pre>
  *
@@ -54,6 +56,7 @@ public final class JvmCli {
         case "e2e" -> e2e(c);
         case "rerun" -> rerun(c.openShuffle(args[2]));
         case "beats" -> beats(args[1]);
+        case "pace" -> pace(c);
         case "bench" -> Bench.run(c, Integer.parseInt(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]));
         default -> throw new IllegalArgumentException("unknown command " + args[0]);
       }
@@ -133,6 +136,19 @@ public final class JvmCli {
       }
       attached.unregister();
       System.out.println("ok beats");
+    }
+  }
+
+  private static void pace(CroupierClient c) throws InterruptedException {
+    App app = c.registerApp(null, "pace");
+    long ms = app.heartbeatInterval().toMillis();
+    System.out.println("interval=" + ms);
+    System.out.flush();
+    if (ms < 10_000) {
+      Thread.sleep(ms * 9); // three app timeouts
+      app.registerShuffle(1, 1); // UNKNOWN_APP had the heartbeats been slower than the master's pace
+      app.unregister();
+      System.out.println("ok");
     }
   }
 

@@ -1,0 +1,70 @@
+"""Fixtures of the Spark suite: a Croupier cluster of processes and two Spark drivers
+(``local-cluster[2,1,1024]``: real executor JVMs), one under Croupier and one under Spark's own
+``sort`` shuffle, each started once for the whole package and asked to run queries (``driver.py``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.services.local import LocalCluster
+from integration.spark.harness import Driver, missing, spark_conf
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    reason = missing()
+    for item in items:
+        if "integration/spark/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.integration)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="package")
+def croupier_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    base = tmp_path_factory.mktemp("croupier")
+    # 5 workers: the fault tests kill 1, then 2 more, and never restart one (a restarted worker
+    # would be a new child process of the test, which its leak check refuses)
+    with LocalCluster(
+        5,
+        base / "cluster",
+        processes=True,
+        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
+        worker_config=WorkerConfig(heartbeat_interval=0.5),
+    ) as cl:
+        yield cl
+
+
+@pytest.fixture(scope="package")
+def drivers(
+    croupier_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Driver]]:
+    """A driver under Croupier and one under ``sort``, started side by side."""
+    from croupier.spark import settings
+
+    started: dict[str, Driver] = {}
+    try:
+        conf = spark_conf(**settings(croupier_cluster.master_url))
+        started["croupier"] = Driver(conf, tmp_path_factory.mktemp("spark-croupier") / "driver.log")
+        conf = spark_conf(**{"spark.shuffle.manager": "sort"})
+        started["sort"] = Driver(conf, tmp_path_factory.mktemp("spark-sort") / "driver.log")
+        for driver in started.values():
+            driver.wait_ready()
+        yield started
+    finally:
+        for driver in started.values():
+            driver.stop()
+
+
+@pytest.fixture
+def croupier_driver(drivers: dict[str, Driver]) -> Driver:
+    return drivers["croupier"]
+
+
+@pytest.fixture
+def sort_driver(drivers: dict[str, Driver]) -> Driver:
+    return drivers["sort"]

@@ -1,0 +1,54 @@
+"""Spark on Croupier, end to end: every query's result equals the same query's under Spark's own
+``sort`` shuffle, on ``local-cluster[2,1,1024]`` (two executor JVMs) and a Croupier cluster of
+processes (a master and 5 workers); then the faults a remote shuffle service is for.
+
+One SparkContext per shuffle manager serves the whole module (``conftest.Driver``): a Spark
+start costs ~15 s here. The faults come last, in order, since they change the clusters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from croupier.services.local import LocalCluster
+from integration.spark.harness import Driver, croupier_app
+
+# a SparkContext takes 15 s to start on a quiet machine, minutes on a loaded one; the first test
+# waits for both
+pytestmark = pytest.mark.timeout(900)
+
+QUERIES = [
+    "rdd_reduce_by_key",
+    "rdd_group_by_key",
+    "rdd_sort_by_key",
+    "rdd_join",
+    "df_group_by",
+    "df_sort_merge_join",
+    "df_order_by",
+    "df_repartition",
+    "df_empty_side",
+    "df_2001_partitions",
+    "rdd_big_records",
+]
+
+
+@pytest.mark.parametrize("name", QUERIES)
+def test_query_equals_sort_shuffle(name: str, croupier_driver: Driver, sort_driver: Driver) -> None:
+    ours = croupier_driver.run(name)
+    theirs = sort_driver.run(name)
+    assert ours == theirs
+    assert _count(ours) > 0 or name == "df_empty_side"
+
+
+def _count(result: Any) -> int:
+    return int(result.get("count", 0)) if isinstance(result, dict) else 0
+
+
+def test_croupier_shuffles_are_committed(croupier_cluster: LocalCluster, croupier_driver: Driver) -> None:
+    """The queries above really went through Croupier: its master has this app's shuffles."""
+    status = croupier_cluster.status()
+    app = croupier_app(croupier_cluster, croupier_driver)
+    ours = [s for s in status["shuffles"] if s["app_id"] == app]
+    assert sum(1 for s in ours if s["committed"]) >= len(QUERIES)
