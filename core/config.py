@@ -15,7 +15,35 @@ from croupier.core.wire import MAX_DATA_FRAME_BYTES
 if TYPE_CHECKING:  # core.quotas imports this module
     from croupier.core.quotas import TenantTable
 
-__all__ = ["ClientConfig", "MasterConfig", "WorkerConfig", "parse_duration", "parse_size"]
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "ClientConfig",
+    "MasterConfig",
+    "WorkerConfig",
+    "heartbeat_every",
+    "heartbeat_too_slow",
+    "parse_duration",
+    "parse_size",
+]
+
+DEFAULT_HEARTBEAT_INTERVAL = 10.0  # seconds: the most a worker or an app waits between beats
+
+
+def heartbeat_every(configured: float | None, timeout: float | None) -> float:
+    """Seconds between heartbeats: ``configured`` when set; else the default (10 s), at most a
+    third of the master's ``timeout`` (None: a master that did not say; PROTOCOL §4)."""
+    if configured is not None:
+        return configured
+    if timeout is None or timeout <= 0:
+        return DEFAULT_HEARTBEAT_INTERVAL
+    return min(DEFAULT_HEARTBEAT_INTERVAL, timeout / 3)
+
+
+def heartbeat_too_slow(configured: float | None, timeout: float | None) -> bool:
+    """Whether an explicitly ``configured`` interval cannot meet the master's ``timeout``:
+    more than a third of it (one lost or late beat then loses the member or the app)."""
+    return configured is not None and configured > 0 and timeout is not None and configured > timeout / 3
+
 
 _SIZE_UNITS = {
     "": 1,
@@ -109,7 +137,10 @@ class WorkerConfig:
     """Worker settings.
 
     Parameters:
-        heartbeat_interval: how often the worker heartbeats the master.
+        heartbeat_interval: how often the worker heartbeats the master. None (the default):
+            every ``DEFAULT_HEARTBEAT_INTERVAL`` (10 s) at most, and at most a third of the
+            ``worker_timeout`` the master tells it (``heartbeat_every``). Set, it is used as
+            is, with a warning at registration if it exceeds a third of that timeout.
         slots: how many partition locations it offers.
         memory_cap: buffered (not yet flushed) bytes plus the state of its locations, seals
             and reservations (``storage/limiter.py``) it may hold; pushes get CONGESTED
@@ -152,7 +183,7 @@ class WorkerConfig:
             filesystem.
     """
 
-    heartbeat_interval: float = 10.0
+    heartbeat_interval: float | None = None
     slots: int = 100_000
     memory_cap: int = 1024**3
     flush_threshold: int = 256 * 1024
@@ -183,7 +214,10 @@ class ClientConfig:
             this long, so that a shuffle goes on across a leader election.
         rpc_retries: master calls are tried this many more times after the first (over the
             master's endpoints), however short ``failover_deadline`` is.
-        app_heartbeat_interval: seconds between ``AppHeartbeat`` calls.
+        app_heartbeat_interval: seconds between ``AppHeartbeat`` calls; 0 sends none. None
+            (the default): 10 s at most, and at most a third of the ``app_timeout`` the
+            master tells the client (``heartbeat_every``). Set, it is used as is, with a
+            warning at registration if it exceeds a third of that timeout.
         push_buffer_size: a partition's buffer becomes a batch at this size.
         max_in_flight_per_worker: push messages in flight per worker (Celeborn's default).
         push_merge_size: small batches bound for the same worker pair are merged up to this size.
@@ -204,7 +238,7 @@ class ClientConfig:
     fetch_timeout: float = 10.0
     failover_deadline: float = 60.0
     rpc_retries: int = 3
-    app_heartbeat_interval: float = 10.0
+    app_heartbeat_interval: float | None = None
     push_buffer_size: int = 64 * 1024
     max_in_flight_per_worker: int = 32
     push_merge_size: int = 2 * 1024**2

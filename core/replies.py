@@ -123,17 +123,23 @@ class PartitionLocation:
 
 @dataclass(frozen=True, slots=True)
 class RegisterWorkerReply:
+    """``worker_timeout``: the master's ``--worker-timeout`` in seconds (PROTOCOL §4): a worker
+    beats at no more than a third of it. Added by the master after ``decide``."""
+
     worker_id: str
     incarnation: str
+    worker_timeout: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerHeartbeatReply:
-    """``unknown``: the request's ``held`` keys the master does not know (only sent with ``held``)."""
+    """``unknown``: the request's ``held`` keys the master does not know (only sent with ``held``).
+    ``worker_timeout``: as in ``RegisterWorkerReply`` (a new leader may say another one)."""
 
     status: WorkerStatus
     excluded: bool
     unknown: tuple[tuple[str, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    worker_timeout: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,17 +165,24 @@ class RegisterAppReply:
     itself: it is never in the event log.
 
     ``key_tag``: the registration's key tag (``AppRegistered``), which the master derives
-    ``app_key`` from; it takes it out of the reply before sending it."""
+    ``app_key`` from; it takes it out of the reply before sending it.
+
+    ``app_timeout``: the master's ``--app-timeout`` in seconds: a client heartbeats the app
+    at no more than a third of it. Added by the master after ``decide``."""
 
     app_id: str
     name: str
     app_key: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     key_tag: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    app_timeout: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)
 class AppHeartbeatReply:
+    """``app_timeout``: as in ``RegisterAppReply`` (a new leader may say another one)."""
+
     app_id: str
+    app_timeout: float | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 # -- shuffles -----------------------------------------------------------------------------------

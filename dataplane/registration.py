@@ -10,6 +10,11 @@ declared it lost) answers ``UNKNOWN_WORKER``, and the thread registers again. An
 and tried again at the next beat. Each reply's ``status`` goes to ``on_status``: that is how
 a worker learns it is decommissioning (its PUSHes then split hard) and then drained.
 
+The master's replies also say its ``worker_timeout`` (PROTOCOL §4). Unless the interval was
+set explicitly, the worker then beats every 10 s at most and at most a third of that
+timeout, and follows a later reply that says another one (a new leader); an explicit
+interval longer than a third of it is kept, with a warning naming both.
+
 State: ``registered`` (an event) and ``load``, the figures sent last (read from any
 thread; replaced whole, never mutated).
 """
@@ -22,6 +27,7 @@ from collections.abc import Callable
 
 from croupier.core.codec import from_json
 from croupier.core.commands import MAX_DIRS, RegisterWorker, WorkerHeartbeat
+from croupier.core.config import heartbeat_every, heartbeat_too_slow
 from croupier.core.errors import CroupierError, UnknownWorker
 from croupier.core.replies import WorkerHeartbeatReply
 from croupier.dataplane.orphans import OrphanSweep
@@ -36,11 +42,21 @@ log = logging.getLogger(__name__)
 _RETRY_S = 0.5  # between registration attempts, before the first beat
 
 
+def _worker_timeout(body: object) -> float | None:
+    """A ``REGISTER_WORKER`` or ``WORKER_HEARTBEAT`` reply's ``worker_timeout`` (seconds), or
+    None: a master that does not say it (older), or a value that is not a positive number."""
+    value = body.get("worker_timeout") if isinstance(body, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)
+
+
 class Registration:
     """Parameters:
     master: the client to the master; owned from now on (``stop`` closes it).
     register: the registration to send, with this worker's ports and incarnation.
-    interval: seconds between heartbeats.
+    interval: seconds between heartbeats, as configured (None: chosen from the master's
+        worker timeout, ``heartbeat_every``).
     sample_load: ``(disk_util, io_wait)`` since the previous call.
     pending_flush: the memory cap's share held unflushed.
     orphans: what to ask the master about with each beat (None: nothing).
@@ -55,7 +71,7 @@ class Registration:
         master: MasterClient,
         register: RegisterWorker,
         *,
-        interval: float,
+        interval: float | None,
         sample_load: Callable[[], tuple[float, float]],
         pending_flush: Callable[[], float],
         orphans: OrphanSweep | None = None,
@@ -70,7 +86,9 @@ class Registration:
         self._dirs = dirs
         self._master = master
         self._register = register
-        self._interval = interval
+        self._configured = interval
+        self._timeout: float | None = None  # the master's worker timeout, as last told
+        self.interval = heartbeat_every(interval, None)
         self._sample_load = sample_load
         self._pending_flush = pending_flush
         self._orphans = orphans
@@ -98,9 +116,10 @@ class Registration:
         while not self._stopping.is_set():
             try:
                 if not self._registered.is_set():
-                    self._master.call(self._register)
+                    body = self._master.call(self._register)
                     self._registered.set()
                     log.info("registered with the master as %s", self._register.worker_id)
+                    self._told(_worker_timeout(body), registering=True)
                 self._beat()
             except UnknownWorker:
                 log.warning("the master does not know this incarnation; registering again")
@@ -108,7 +127,25 @@ class Registration:
                 continue
             except CroupierError as exc:
                 log.warning("master unreachable: %s", exc)
-            self._stopping.wait(self._interval if self._registered.is_set() else _RETRY_S)
+            self._stopping.wait(self.interval if self._registered.is_set() else _RETRY_S)
+
+    def _told(self, timeout: float | None, *, registering: bool = False) -> None:
+        """Beat against the master's worker ``timeout`` (None: a master that does not say)."""
+        if timeout is None or (timeout == self._timeout and not registering):
+            return
+        self._timeout = timeout
+        self.interval = heartbeat_every(self._configured, timeout)
+        if heartbeat_too_slow(self._configured, timeout):
+            log.warning(
+                "the heartbeat interval %gs (--heartbeat) is more than a third of the master's worker"
+                " timeout %gs: one late beat gets this worker declared lost; set --heartbeat %gs or"
+                " less, or leave it unset",
+                self._configured,
+                timeout,
+                timeout / 3,
+            )
+        else:
+            log.info("the master's worker timeout is %gs: heartbeats every %gs", timeout, self.interval)
 
     def _dir_reports(self) -> tuple[tuple[str, int, int, int, bool], ...] | None:
         if self._dirs is None:
@@ -132,6 +169,7 @@ class Registration:
                 http_port=self.http_port,
             )
         )
+        self._told(_worker_timeout(body))
         if self._on_status is None and not (self._orphans is not None and held):
             return
         reply = from_json(WorkerHeartbeatReply, body)

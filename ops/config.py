@@ -6,6 +6,11 @@ its keys are the command's long flag names without the dashes (``memory``,
 case, dashes as underscores: ``CROUPIER_WORKER_MEMORY=2GiB``) override the file, and the
 command line overrides both: precedence is CLI > environment > file > defaults.
 
+``croupier local`` takes the worker settings too (``--memory``, ``--split-threshold``, ...),
+for its workers: the ``[worker]`` table and ``CROUPIER_WORKER_*`` apply to them, below
+``[local]`` and ``CROUPIER_LOCAL_*`` in each layer (``[worker]`` < ``[local]`` <
+``CROUPIER_WORKER_*`` < ``CROUPIER_LOCAL_*`` < the command line).
+
 How: the file's and the environment's values become flags placed before the command
 line's own (argparse keeps the last value of a flag), so argparse converts and checks
 them as it does typed flags. A boolean flag (``--fsync``) is set by ``true`` in the file
@@ -25,6 +30,7 @@ from typing import Any
 __all__ = ["Layered", "config_path", "env_name", "layer_argv", "load_file", "show"]
 
 _TRUE = {"1", "true", "yes", "on"}
+_INHERITS = {"local": "worker"}  # a command that takes another's flags, and their values
 
 
 def env_name(command: str, flag: str) -> str:
@@ -118,18 +124,40 @@ def layer_argv(
     inserted: list[str] = []
     sources: dict[str, str] = {}
     for flag, action in flags.items():
-        name = env_name(command, flag)
         if _given(flag, action, cli):
             sources[flag] = "cli"
-        if flag in table:
-            inserted += _tokens(flag, action, table[flag], f"config file [{command}]")
-            sources.setdefault(flag, "file")
-        if name in env:
-            inserted += _tokens(flag, action, env[name], f"${name}")
+        layers = _layers(parser, command, flag, config, env)
+        for kind, where, value in layers:
+            inserted += _tokens(flag, action, value, where)
             if sources.get(flag) != "cli":
-                sources[flag] = "env"
+                sources[flag] = kind
         sources.setdefault(flag, "default")
     return Layered([*argv[: i + 1], *inserted, *cli], sources)
+
+
+def _layers(
+    parser: argparse.ArgumentParser,
+    command: str,
+    flag: str,
+    config: Mapping[str, Any] | None,
+    env: Mapping[str, str],
+) -> list[tuple[str, str, Any]]:
+    """``(kind, where, value)`` of ``flag`` from the file and the environment, lowest first:
+    a command's inherited command's (``_INHERITS``) before its own in each layer."""
+    commands = [command]
+    base = _INHERITS.get(command)
+    if base is not None and flag in _flags(_subcommands(parser)[base]):
+        commands.insert(0, base)
+    out: list[tuple[str, str, Any]] = []
+    for c in commands:
+        table = (config or {}).get(c, {})
+        if flag in table:
+            out.append(("file", f"config file [{c}]", table[flag]))
+    for c in commands:
+        name = env_name(c, flag)
+        if name in env:
+            out.append(("env", f"${name}", env[name]))
+    return out
 
 
 def show(
@@ -140,16 +168,14 @@ def show(
     subs = _subcommands(parser)
     if command not in subs:
         raise ValueError(f"no command {command!r}; one of {sorted(subs)}")
-    table = dict((config or {}).get(command, {}))
     rows = []
     for flag, action in _flags(subs[command]).items():
-        name = env_name(command, flag)
-        if name in env:
-            rows.append((flag, env[name], f"env {name}"))
-        elif flag in table:
-            rows.append((flag, table[flag], "file"))
-        else:
+        layers = _layers(parser, command, flag, config, env)
+        if not layers:
             rows.append((flag, action.default, "default"))
+            continue
+        kind, where, value = layers[-1]
+        rows.append((flag, value, f"env {where[1:]}" if kind == "env" else "file"))
     return rows
 
 

@@ -62,7 +62,7 @@ from croupier.core.commands import (
     UnregisterApp,
     UnregisterShuffle,
 )
-from croupier.core.config import ClientConfig
+from croupier.core.config import DEFAULT_HEARTBEAT_INTERVAL, ClientConfig, heartbeat_every, heartbeat_too_slow
 from croupier.core.errors import (
     BadRequest,
     CroupierError,
@@ -234,7 +234,7 @@ class Client:
                 raise Unavailable("the client is closed")
             self._apps.append(app)
         self._learn_key(app.app_id, app.app_key)
-        app._start_heartbeats()
+        app._start_heartbeats(reply.app_timeout)
         return app
 
     def _register(self, name: str, app_id: str | None) -> RegisterAppReply:
@@ -314,19 +314,20 @@ class Client:
                 master's ``--app-timeout``).
         """
         app_id, key = parse_app_handle(handle)
-        self._check_handle(app_id, key)
+        timeout = self._check_handle(app_id, key)
         app = App(self, app_id, app_id, key, master=self._master)
         with self._lock:
             if self._closed:
                 raise Unavailable("the client is closed")
             self._apps.append(app)
         self._learn_key(app_id, key)
-        app._start_heartbeats()
+        app._start_heartbeats(timeout)
         return app
 
-    def _check_handle(self, app_id: str, key: bytes | None) -> None:
+    def _check_handle(self, app_id: str, key: bytes | None) -> float | None:
         """One heartbeat of ``app_id`` signed with ``key`` alone, before this process signs
-        anything with it: a wrong key must not replace a right one other apps here use."""
+        anything with it: a wrong key must not replace a right one other apps here use.
+        Returns the master's app timeout (None: it did not say)."""
         signer = Signer()
         if key is not None:
             signer.add_app(app_id, key)
@@ -340,7 +341,7 @@ class Client:
             signer=signer,
         )
         try:
-            probe.request(AppHeartbeat(app_id), AppHeartbeatReply)
+            return probe.request(AppHeartbeat(app_id), AppHeartbeatReply).app_timeout
         except Unauthorized as exc:
             raise Unauthorized(
                 f"attach {app_id}: the master refused the handle's key (a handle of another cluster,"
@@ -460,6 +461,9 @@ class App:
             secret): every request of the app is signed with it (PROTOCOL §2.1) and batch
             digests are keyed with it. A credential: never print it.
         heartbeats: heartbeats the master acknowledged.
+        heartbeat_interval: seconds between them: ``ClientConfig.app_heartbeat_interval``
+            when set, else 10 s at most and at most a third of the app timeout the master
+            told (at registration and in every heartbeat reply; PROTOCOL §4).
         master: the port to the master (passed in by the client that made the app).
     """
 
@@ -472,6 +476,8 @@ class App:
         self.name = name
         self.app_key = app_key
         self.heartbeats = 0
+        self.heartbeat_interval = DEFAULT_HEARTBEAT_INTERVAL  # until _start_heartbeats
+        self._timeout: float | None = None  # the master's app timeout, as last told
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -526,19 +532,47 @@ class App:
         self._thread = None
         self.client._forget(self)
 
-    def _start_heartbeats(self) -> None:
-        interval = self.client.config.app_heartbeat_interval
-        if interval <= 0:
+    def _start_heartbeats(self, timeout: float | None) -> None:
+        """Heartbeat against the master's app ``timeout`` (None: it did not say; PROTOCOL §4)."""
+        self._told(timeout, registering=True)
+        if self.heartbeat_interval <= 0:
             return
         self._thread = threading.Thread(
-            target=self._beat, args=(interval,), name=f"croupier-heartbeat-{self.app_id}", daemon=True
+            target=self._beat, name=f"croupier-heartbeat-{self.app_id}", daemon=True
         )
         self._thread.start()
 
-    def _beat(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+    def _told(self, timeout: float | None, *, registering: bool = False) -> None:
+        configured = self.client.config.app_heartbeat_interval
+        if registering:
+            self.heartbeat_interval = heartbeat_every(configured, timeout)
+        if timeout is None or (timeout == self._timeout and not registering):
+            return
+        self._timeout = timeout
+        self.heartbeat_interval = heartbeat_every(configured, timeout)
+        if heartbeat_too_slow(configured, timeout):
+            log.warning(
+                "app %s: the heartbeat interval %gs (app_heartbeat_interval) is more than a third of"
+                " the master's app timeout %gs: one late beat expires the app and deletes its data;"
+                " set %gs or less, or leave it unset",
+                self.app_id,
+                configured,
+                timeout,
+                timeout / 3,
+            )
+        elif not registering:
+            log.info(
+                "app %s: the master's app timeout is now %gs: heartbeats every %gs",
+                self.app_id,
+                timeout,
+                self.heartbeat_interval,
+            )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
             try:
-                self.master.request(AppHeartbeat(self.app_id), AppHeartbeatReply)
+                reply = self.master.request(AppHeartbeat(self.app_id), AppHeartbeatReply)
+                self._told(reply.app_timeout)
                 self.heartbeats += 1
             except UnknownApp:
                 log.error("app %s is no longer registered (expired?); heartbeats stop", self.app_id)

@@ -11,13 +11,17 @@ Usage::
     if __name__ == "__main__":  # executors are spawned: the main module is imported again
         counts = croupier.engine.map_reduce(lines, words, lambda word, ones: sum(ones))
 
-How it runs. ``map_reduce`` registers an app and one shuffle (``num_mappers = len(inputs)``)
-on the cluster at ``url``, or on an embedded one it starts (``LocalCluster`` with worker
-processes, stopped at the end). Then, with at most ``executors`` processes alive at a time:
+How it runs. ``map_reduce`` splits the inputs into ``num_maps`` slices of consecutive items
+(default ``MAPS_PER_EXECUTOR * executors``, never more than there are items; sizes differ by
+at most one), as Spark's ``parallelize`` or Dask's ``from_sequence`` make partitions, and
+registers an app and one shuffle (``num_mappers`` = the number of slices) on the cluster at
+``url``, or on an embedded one it starts (``LocalCluster`` with worker processes, stopped at
+the end). Then, with at most ``executors`` processes alive at a time:
 
-* one **map task** per input item, in a fresh process (``multiprocessing``, spawn): it opens
-  the shuffle by its handle, writes every ``(key, value)`` that ``map_fn(item)`` yields to
-  partition ``partition_of(key, num_partitions)``, closes its writer (``MapperEnd``) and exits;
+* one **map task** per slice, in a fresh process (``multiprocessing``, spawn): it opens
+  the shuffle by its handle, writes every ``(key, value)`` that ``map_fn(item)`` yields for
+  each item of its slice to partition ``partition_of(key, num_partitions)``, closes its
+  writer (``MapperEnd``) and exits;
 * once **every mapper process has exited** (as under dynamic allocation: the map output lives
   on the Croupier workers, not in the executors), ``reducers`` **reduce tasks**, each a fresh
   process too: task ``r`` reads partitions ``r, r + reducers, ...``, groups the values by key
@@ -79,9 +83,11 @@ import croupier
 from croupier.core.config import ClientConfig
 from croupier.core.errors import Unavailable
 
-__all__ = ["TaskEvent", "TaskFailed", "map_reduce", "partition_of"]
+__all__ = ["MAPS_PER_EXECUTOR", "TaskEvent", "TaskFailed", "map_reduce", "partition_of"]
 
 log = logging.getLogger(__name__)
+
+MAPS_PER_EXECUTOR = 4  # map tasks per executor by default: a lost task costs a quarter of its share
 
 _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
@@ -192,7 +198,7 @@ class _Task:
     config: ClientConfig
     handle: str
     fn: Callable[..., Any]
-    item: Any = None  # a map's input
+    items: tuple[Any, ...] = ()  # a map's slice of the inputs
     partitions: tuple[int, ...] = ()  # a reduce's partitions
     attempt: int = 0
     first_attempt: int = 0  # retries count from here (a map recomputed after a loss starts higher)
@@ -208,9 +214,10 @@ class _Task:
         n = shuffle.num_partitions
         records = 0
         with shuffle.writer(self.index, self.attempt) as writer:
-            for key, value in self.fn(self.item):
-                writer.write(partition_of(key, n), _dump_record(key, value))
-                records += 1
+            for item in self.items:
+                for key, value in self.fn(item):
+                    writer.write(partition_of(key, n), _dump_record(key, value))
+                    records += 1
         return records
 
     def _reduce(self, shuffle: croupier.Shuffle) -> dict[Any, Any]:
@@ -442,12 +449,13 @@ def map_reduce(
     app_name: str = "map-reduce",
     on_task: Callable[[TaskEvent], None] | None = None,
     recoveries: int = 2,
+    num_maps: int | None = None,
 ) -> dict[Any, Any]:
     """``{key: reduce_fn(key, values)}`` over every ``(key, value)`` that ``map_fn`` yields
     for the items of ``inputs`` (see the module docstring).
 
     Parameters:
-        inputs: one map task per item (materialized first).
+        inputs: the items (materialized first), split into ``num_maps`` map tasks.
         map_fn: ``item -> iterable of (key, value)``; keys as the module docstring says.
         reduce_fn: ``(key, values) -> result``.
         num_partitions: the shuffle's partitions.
@@ -460,6 +468,7 @@ def map_reduce(
         on_task: called in the driver with a ``TaskEvent`` when an executor starts and exits.
         recoveries: rounds of recomputing map output lost after the commit (a reduce task's
             ``DataLostError``) through ``Shuffle.rerun``, where the SDK has it; 0 = raise.
+        num_maps: map tasks, each a slice of consecutive items (default 4 per executor).
 
     Raises:
         ValueError: a size below 1.
@@ -467,24 +476,51 @@ def map_reduce(
         CroupierError: the cluster refused or could not be reached.
     """
     items = list(inputs)
-    reduce_tasks = reducers if reducers is not None else min(executors, num_partitions)
-    if min(num_partitions, executors, reduce_tasks, task_attempts, workers) < 1:
-        raise ValueError("num_partitions, executors, reducers, task_attempts and workers must be >= 1")
+    reduce_tasks, maps = _sizes(num_partitions, executors, reducers, task_attempts, workers, num_maps)
     if not items:
         return {}
+    slices = _split(items, maps)
     config = config or ClientConfig()
     with _cluster(url, workers) as master, croupier.connect(master, config=config) as client:
         app = client.register_app(app_name)
         try:
-            shuffle = app.register_shuffle(num_mappers=len(items), num_partitions=num_partitions)
+            shuffle = app.register_shuffle(num_mappers=len(slices), num_partitions=num_partitions)
             pool = _Executors(executors, task_attempts, on_task)
-            job = _Job(master, config, shuffle, items, map_fn, reduce_fn, pool, recoveries)
+            job = _Job(master, config, shuffle, slices, map_fn, reduce_fn, pool, recoveries)
             groups = [tuple(range(r, num_partitions, reduce_tasks)) for r in range(reduce_tasks)]
             parts = job.run(groups)
         finally:
             with contextlib.suppress(croupier.CroupierError):
                 app.unregister()
     return dict(itertools.chain.from_iterable(p.items() for p in parts.values()))
+
+
+def _sizes(
+    num_partitions: int,
+    executors: int,
+    reducers: int | None,
+    attempts: int,
+    workers: int,
+    num_maps: int | None,
+) -> tuple[int, int]:
+    """``(reduce tasks, map tasks)``, their defaults applied.
+
+    Raises:
+        ValueError: a size below 1.
+    """
+    reduce_tasks = reducers if reducers is not None else min(executors, num_partitions)
+    maps = num_maps if num_maps is not None else MAPS_PER_EXECUTOR * executors
+    if min(num_partitions, executors, reduce_tasks, attempts, workers, maps) < 1:
+        raise ValueError(
+            "num_partitions, executors, reducers, task_attempts, workers and num_maps must be >= 1"
+        )
+    return reduce_tasks, maps
+
+
+def _split(items: list[Any], tasks: int) -> list[tuple[Any, ...]]:
+    """``items`` as ``min(tasks, len(items))`` slices of consecutive items, sizes within one."""
+    n = min(tasks, len(items))
+    return [tuple(items[i * len(items) // n : (i + 1) * len(items) // n]) for i in range(n)]
 
 
 @dataclass
@@ -494,7 +530,7 @@ class _Job:
     master: str
     config: ClientConfig
     shuffle: croupier.Shuffle
-    items: list[Any]
+    slices: list[tuple[Any, ...]]  # map task i's items
     map_fn: Callable[..., Any]
     reduce_fn: Callable[..., Any]
     pool: _Executors
@@ -507,7 +543,7 @@ class _Job:
 
     def run(self, groups: list[tuple[int, ...]]) -> dict[int, Any]:
         """The reduce tasks' results by task number, after every map task ran."""
-        self.pool.run([self.task("map", i, item=item) for i, item in enumerate(self.items)])
+        self.pool.run([self.task("map", i, items=part) for i, part in enumerate(self.slices)])
         todo = list(range(len(groups)))
         out: dict[int, Any] = {}
         for round_ in range(self.recoveries + 1):
@@ -528,13 +564,13 @@ class _Job:
             "%s: recomputing %d of %d maps whose output was lost after the commit (round %d)",
             self.shuffle,
             len(lost),
-            len(self.items),
+            len(self.slices),
             round_,
         )
         cast(Any, self.shuffle).rerun(lost)  # Shuffle.rerun: issue 16 item 2
         first = round_ * self.pool.attempts  # attempt ids no earlier round used
         self.pool.run(
-            [self.task("map", m, item=self.items[m], attempt=first, first_attempt=first) for m in lost]
+            [self.task("map", m, items=self.slices[m], attempt=first, first_attempt=first) for m in lost]
         )
         self.recomputed += len(lost)
 

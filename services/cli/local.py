@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
+from croupier.core.config import WorkerConfig
 from croupier.services.cli._common import (
     _add_curve_flags,
     _add_quota_flags,
@@ -14,6 +16,7 @@ from croupier.services.cli._common import (
     _Subparsers,
     _wait_for_signal,
 )
+from croupier.services.cli.worker import add_worker_settings, worker_config
 
 ORDER = 40  # its place in ``croupier --help``
 
@@ -29,6 +32,7 @@ def _add_local(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     loc.add_argument("--data-dir", help="where data and logs go (default: a temporary directory)")
     loc.add_argument("--ha", action="store_true")
     _add_quota_flags(loc)
+    add_worker_settings(loc)  # its workers' (``[worker]`` and ``CROUPIER_WORKER_*`` apply too)
     _add_secret_flag(loc, "the cluster secret (default: <data-dir>/secret, created)")
     loc.set_defaults(func=cmd_local)
 
@@ -43,6 +47,13 @@ def cmd_local(args: argparse.Namespace) -> int:
         return 2
 
 
+def _local_worker_config(args: argparse.Namespace) -> WorkerConfig:
+    """The workers' settings: the worker flags given (or from ``[worker]``, ``CROUPIER_WORKER_*``);
+    without ``--heartbeat`` they beat every second, as ``LocalCluster``'s did (a live status page)."""
+    config = worker_config(args)
+    return config if config.heartbeat_interval is not None else replace(config, heartbeat_interval=1.0)
+
+
 def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
@@ -53,6 +64,7 @@ def _run_local(args: argparse.Namespace) -> int:
         processes=True,
         ha=args.ha,
         master_args=_quota_argv(args),
+        worker_config=_local_worker_config(args),
         curve=args.curve,
     ) as cluster:
         print(cluster.master_url, flush=True)

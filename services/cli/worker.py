@@ -35,9 +35,23 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     w.add_argument("--master", required=True)
     w.add_argument("--listen", default="127.0.0.1")
     w.add_argument("--dirs", default="", help="data directories, comma-separated (one flusher each)")
+    add_worker_settings(w)
+    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
+    _add_http_flag(w)
+    w.set_defaults(func=cmd_worker)
+
+
+def add_worker_settings(w: argparse.ArgumentParser) -> None:
+    """The flags of a worker's ``WorkerConfig`` (``worker_config``): ``croupier worker``'s, and
+    ``croupier local``'s for its workers."""
     w.add_argument("--memory", default="1GiB", help="buffered bytes before pushes are answered CONGESTED")
     w.add_argument("--slots", type=int, default=100_000)
-    w.add_argument("--heartbeat", default="10s")
+    w.add_argument(
+        "--heartbeat",
+        default=None,
+        help="seconds between heartbeats (default: 10s at most, and at most a third of the"
+        " master's --worker-timeout, which it tells the worker)",
+    )
     w.add_argument(
         "--fsync",
         action="store_true",
@@ -62,10 +76,7 @@ def _add_worker(sub: _Subparsers[argparse.ArgumentParser]) -> None:
     )
     _add_peer_reply_flag(w, WorkerConfig().max_peer_reply_bytes)
     _add_throttle_flags(w)
-    _add_secret_flag(w, "the cluster secret, the master's (default: the default master data dir's)")
     _add_memory_tier_flags(w)
-    _add_http_flag(w)
-    w.set_defaults(func=cmd_worker)
 
 
 def _add_memory_tier_flags(w: argparse.ArgumentParser) -> None:
@@ -115,7 +126,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
     from croupier.core.config import parse_size
 
     return WorkerConfig(
-        heartbeat_interval=parse_duration(args.heartbeat),
+        heartbeat_interval=None if args.heartbeat is None else parse_duration(args.heartbeat),
         memory_cap=parse_size(args.memory),
         slots=args.slots,
         commit_fsync=args.fsync,

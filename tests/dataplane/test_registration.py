@@ -3,8 +3,11 @@ the sampled load, and registers again when the master no longer knows the incarn
 
 from __future__ import annotations
 
+import logging
 import queue
 from typing import Any
+
+import pytest
 
 from croupier.core.commands import Command, RegisterWorker, WorkerHeartbeat
 from croupier.core.errors import CroupierError, Unavailable, UnknownWorker
@@ -106,3 +109,58 @@ def test_every_heartbeat_reply_status_goes_to_on_status() -> None:
         assert [seen.get(timeout=10) for _ in range(2)] == ["decommissioning"] * 2
     finally:
         registration.stop()
+
+
+class TellingMaster(ScriptedMaster):
+    """Answers with ``worker_timeout``: the first ``told`` to the registration, then ``later``."""
+
+    def __init__(self, told: float, later: float) -> None:
+        super().__init__()
+        self.replies = [{"worker_id": "worker-1", "incarnation": "inc-1", "worker_timeout": told}]
+        self.later = later
+
+    def call(self, command: Command, *, timeout: float | None = None) -> dict[str, Any]:
+        super().call(command)
+        return (
+            self.replies.pop(0)
+            if self.replies
+            else {"status": "active", "excluded": False, "worker_timeout": self.later}
+        )
+
+
+def _interval_after_beats(master: TellingMaster, configured: float | None) -> float:
+    registration = Registration(
+        master,  # type: ignore[arg-type]
+        REGISTER,
+        interval=configured,
+        sample_load=lambda: (0.0, 0.0),
+        pending_flush=lambda: 0.0,
+    )
+    if configured is None:
+        assert registration.interval == 10.0  # until the master says otherwise
+    registration.start()
+    try:
+        for _ in range(3):
+            master.calls.get(timeout=10)
+    finally:
+        registration.stop()
+    return registration.interval
+
+
+def test_by_default_it_beats_at_a_third_of_the_timeout_it_is_told_and_follows_a_change(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 22 §1: a master with a short ``--worker-timeout`` no longer loses default workers."""
+    with caplog.at_level(logging.INFO, "croupier.dataplane.registration"):
+        assert _interval_after_beats(TellingMaster(0.09, 0.06), None) == pytest.approx(0.02)
+    assert "worker timeout is 0.09s: heartbeats every 0.03s" in caplog.text
+    assert "worker timeout is 0.06s: heartbeats every 0.02s" in caplog.text  # a new leader's
+
+
+def test_an_explicit_interval_is_kept_and_warned_about_when_too_slow(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, "croupier.dataplane.registration"):
+        assert _interval_after_beats(TellingMaster(0.09, 0.09), 0.04) == 0.04
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("0.04s" in w and "timeout 0.09s" in w for w in warnings), warnings

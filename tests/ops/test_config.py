@@ -114,3 +114,19 @@ def test_main_reports_a_bad_config_file(tmp_path: Path, capsys: pytest.CaptureFi
     path.write_text('[worker]\nmemroy = "1GiB"\n')
     assert main(["--config", str(path), "worker", "--master", "tcp://127.0.0.1:1"]) == 2
     assert "unknown keys ['memroy']" in capsys.readouterr().err
+
+
+def test_croupier_local_takes_the_worker_settings_and_the_worker_table_and_environment() -> None:
+    """Issue 22 §3.11: ``[worker]`` < ``[local]`` < ``CROUPIER_WORKER_*`` < ``CROUPIER_LOCAL_*`` < CLI."""
+    file = {"worker": {"memory": "2GiB", "split-threshold": "1MiB"}, "local": {"memory": "3GiB"}}
+    env = {"CROUPIER_WORKER_DISK_RESERVE": "7MiB", "CROUPIER_WORKER_CHUNK_SIZE": "2MiB"}
+    args = parse(["local"], file, env)
+    config = worker_config(args)
+    assert (config.memory_cap, config.split_threshold, config.disk_reserve) == (3 * 2**30, 2**20, 7 * 2**20)
+    assert config.chunk_size == 2 * 2**20
+    env["CROUPIER_LOCAL_CHUNK_SIZE"] = "4MiB"
+    assert worker_config(parse(["local", "--memory-tier-max", "0"], file, env)).chunk_size == 4 * 2**20
+    assert worker_config(parse(["local", "--chunk-size", "5MiB"], file, env)).chunk_size == 5 * 2**20
+    assert worker_config(parse(["local"], None, {})).heartbeat_interval is None  # told by the master
+    rows = {flag: where for flag, _, where in show(build_parser(), "local", file, env)}
+    assert rows["disk-reserve"] == "env CROUPIER_WORKER_DISK_RESERVE" and rows["split-threshold"] == "file"

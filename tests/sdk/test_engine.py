@@ -104,6 +104,37 @@ def test_values_that_only_cloudpickle_can_take_reach_the_reducer(url: str) -> No
     assert out == {0: [0, 2], 1: [1, 3]}
 
 
+def test_3000_inputs_make_a_few_map_tasks_not_3000_processes(url: str) -> None:
+    """Issue 22 §4: the inputs are split into ``num_maps`` tasks (default 4 per executor),
+    as Spark's ``parallelize`` makes partitions; ``map_fn`` still runs once per item. It ran
+    one executor process per input item before (3,000 processes, ~25 minutes)."""
+    lines = _corpus(3000, seed=22)
+    events: list[TaskEvent] = []
+    counts = map_reduce(
+        lines, _words, lambda w, ones: sum(ones), num_partitions=4, url=url, on_task=events.append
+    )
+    assert counts == Counter(word for line in lines for word in line.split())
+    starts = [e for e in events if e.kind == "map" and e.event == "start"]
+    assert sorted(e.index for e in starts) == list(range(croupier.engine.MAPS_PER_EXECUTOR * 2))
+
+
+def test_num_maps_splits_the_inputs_into_that_many_slices_each_item_once(url: str) -> None:
+    events: list[TaskEvent] = []
+    out = map_reduce(
+        range(10),
+        lambda n: [("n", n)],
+        lambda k, v: sorted(v),
+        num_partitions=2,
+        url=url,
+        num_maps=3,
+        on_task=events.append,
+    )
+    assert out == {"n": list(range(10))}
+    assert sorted(e.index for e in events if e.kind == "map" and e.event == "start") == [0, 1, 2]
+    with pytest.raises(ValueError, match="num_maps"):
+        map_reduce(range(3), lambda n: [(n, n)], lambda k, v: v, url=url, num_maps=0)
+
+
 def test_a_failing_map_task_raises_a_clear_error(url: str) -> None:
     def bad(n: int) -> Iterator[tuple[int, int]]:
         if n == 2:

@@ -146,7 +146,7 @@ public final class JvmCli {
     System.out.flush();
     if (ms < 10_000) {
       Thread.sleep(ms * 9); // three app timeouts
-      app.registerShuffle(1, 1); // UNKNOWN_APP had the heartbeats been slower than the master's pace
+      c.attach(app.handle()).close(); // UNKNOWN_APP had the heartbeats been slower than the master's pace
       app.unregister();
       System.out.println("ok");
     }

@@ -1,0 +1,304 @@
+"""The object-store port (issue 26): where committed partition copies outlive every worker.
+
+One small interface, :class:`ObjectStore`, with two implementations that pass one conformance
+suite (tests/transports/test_objstore_conformance.py):
+
+- :class:`MemoryObjectStore`, the in-memory twin for unit tests;
+- :class:`S3ObjectStore`, any S3-compatible server through ``obstore`` (the Rust
+  ``object_store`` crate; chosen over boto3 on throughput and CPU, BENCHMARKS.md "Object-store
+  client"). Never a hand-written S3 client.
+
+A store is named by a URL, ``s3://BUCKET/PREFIX`` (or ``memory://NAME`` for the twin). Keys are
+relative to the prefix. The endpoint and credentials come from the standard AWS variables
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``), as
+every S3 tool reads them.
+
+Objects are written once, whole and final: ``put``/``put_parts`` are atomic (a big file goes up as
+a multipart upload that the server assembles on completion), never a temporary key renamed
+afterwards (a rename is a copy in an object store). ``get_range`` never returns a short read: a
+range past the end of an object is an :class:`ObjectStoreError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+# a file bigger than this goes up as a multipart upload in parts of this size
+MULTIPART_PART = 8 << 20
+# parts of one multipart upload in flight at once: what one upload holds in memory is
+# MULTIPART_PART * MULTIPART_CONCURRENCY
+MULTIPART_CONCURRENCY = 4
+
+
+class ObjectStoreError(Exception):
+    """An object-store request failed, or an object is not what its reader was promised."""
+
+
+class ObjectNotFound(ObjectStoreError):
+    """No object under this key."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ObjectInfo:
+    key: str  # relative to the store's prefix
+    size: int
+
+
+class ObjectStore(Protocol):
+    """The port: a bucket and a prefix, keys relative to it."""
+
+    url: str
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
+        """Upload ``parts`` in order as one final object, a multipart upload holding at most
+        MULTIPART_PART * MULTIPART_CONCURRENCY bytes in flight; its size."""
+        ...
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """Exactly ``length`` bytes from ``start``, or ObjectStoreError (never a short read)."""
+        ...
+
+    def size(self, key: str) -> int | None:
+        """The object's size, None when there is no such object."""
+        ...
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]: ...
+
+    def delete(self, keys: Sequence[str]) -> None:
+        """Delete these objects; a missing one is not an error."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def parse_url(url: str) -> tuple[str, str, str]:
+    """``s3://BUCKET/PREFIX`` -> ("s3", BUCKET, PREFIX without slashes at either end)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("s3", "memory") or not parts.netloc:
+        raise ValueError(f"not an object-store url: {url!r} (expected s3://BUCKET/PREFIX)")
+    return parts.scheme, parts.netloc, parts.path.strip("/")
+
+
+def open_object_store(url: str) -> ObjectStore:
+    """The store a URL names: ``s3://BUCKET/PREFIX`` or ``memory://NAME/PREFIX``."""
+    scheme, bucket, prefix = parse_url(url)
+    if scheme == "memory":
+        return MemoryObjectStore(url, _MEMORY_BUCKETS.setdefault(bucket, _Bucket()), prefix)
+    return S3ObjectStore(url, bucket, prefix)
+
+
+def _check_range(key: str, start: int, length: int) -> None:
+    if start < 0 or length <= 0:
+        raise ObjectStoreError(f"object {key}: bad range start={start} length={length}")
+
+
+def _short(key: str, start: int, length: int, got: int) -> ObjectStoreError:
+    return ObjectStoreError(
+        f"object {key}: asked for {length} bytes at {start}, it holds only {got} there (damaged or truncated)"
+    )
+
+
+class _Bucket:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.objects: dict[str, bytes] = {}
+
+
+# memory:// buckets by name, shared by every MemoryObjectStore of this process (a writer and a
+# reader in one test see the same objects, as two processes would see one S3 bucket)
+_MEMORY_BUCKETS: dict[str, _Bucket] = {}
+
+
+class MemoryObjectStore:
+    """The in-memory twin: a dict of immutable byte strings behind a lock."""
+
+    def __init__(self, url: str = "memory://twin", bucket: _Bucket | None = None, prefix: str = "") -> None:
+        self.url = url
+        self._bucket = bucket if bucket is not None else _Bucket()
+        self._prefix = f"{prefix}/" if prefix else ""
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._bucket.lock:
+            self._bucket.objects[self._prefix + key] = bytes(data)
+
+    def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
+        data = b"".join(parts)
+        self.put(key, data)
+        return len(data)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        _check_range(key, start, length)
+        with self._bucket.lock:
+            data = self._bucket.objects.get(self._prefix + key)
+        if data is None:
+            raise ObjectNotFound(f"no object {key}")
+        out = data[start : start + length]
+        if len(out) != length:
+            raise _short(key, start, length, len(out))
+        return out
+
+    def size(self, key: str) -> int | None:
+        with self._bucket.lock:
+            data = self._bucket.objects.get(self._prefix + key)
+        return None if data is None else len(data)
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        full = self._prefix + prefix
+        with self._bucket.lock:
+            found = [(k, len(v)) for k, v in self._bucket.objects.items() if k.startswith(full)]
+        return sorted(ObjectInfo(k[len(self._prefix) :], n) for k, n in found)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with self._bucket.lock:
+            for key in keys:
+                self._bucket.objects.pop(self._prefix + key, None)
+
+    def corrupt(self, key: str, offset: int) -> None:
+        """Flip one byte of an object (the damaged-object tests)."""
+        with self._bucket.lock:
+            data = bytearray(self._bucket.objects[self._prefix + key])
+            data[offset] ^= 0xFF
+            self._bucket.objects[self._prefix + key] = bytes(data)
+
+    def close(self) -> None:
+        return None
+
+
+def _s3_config() -> dict[str, Any]:
+    """obstore's S3 settings from the standard AWS variables (obstore reads most of them itself;
+    the endpoint is spelled AWS_ENDPOINT_URL by the AWS CLI and boto3, so it is passed on)."""
+    config: dict[str, Any] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        config["endpoint"] = endpoint
+        # a local S3-compatible server (SeaweedFS, MinIO) answers on path-style URLs
+        config["virtual_hosted_style_request"] = False
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        config["region"] = region
+    return config
+
+
+class S3ObjectStore:
+    """An S3 bucket through obstore. Thread-safe; one connection pool per store."""
+
+    def __init__(self, url: str, bucket: str, prefix: str) -> None:
+        from obstore.store import S3Store
+
+        self.url = url
+        config = _s3_config()
+        allow_http = str(config.get("endpoint", "")).startswith("http://")
+        self._store: Any = S3Store(
+            bucket,
+            prefix=prefix or None,
+            config=config,  # type: ignore[arg-type]
+            client_options={"allow_http": allow_http},
+        )
+
+    def put(self, key: str, data: bytes) -> None:
+        import obstore
+
+        try:
+            obstore.put(self._store, key, data, use_multipart=False)
+        except Exception as exc:
+            raise ObjectStoreError(f"put {key}: {exc}") from exc
+
+    def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
+        import obstore
+
+        size = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for part in parts:
+                size += len(part)
+                yield part
+
+        try:
+            obstore.put(
+                self._store,
+                key,
+                counted(),
+                chunk_size=MULTIPART_PART,
+                max_concurrency=MULTIPART_CONCURRENCY,
+            )
+        except Exception as exc:
+            raise ObjectStoreError(f"put {key}: {exc}") from exc
+        return size
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        import obstore
+
+        _check_range(key, start, length)
+        try:
+            out = bytes(obstore.get_range(self._store, key, start=start, length=length))
+        except FileNotFoundError as exc:
+            raise ObjectNotFound(f"no object {key}") from exc
+        except Exception as exc:
+            raise _as_error(key, exc) from exc
+        if len(out) != length:
+            raise _short(key, start, length, len(out))
+        return out
+
+    def size(self, key: str) -> int | None:
+        import obstore
+
+        try:
+            return int(obstore.head(self._store, key)["size"])
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise ObjectStoreError(f"head {key}: {exc}") from exc
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        import obstore
+
+        found: list[ObjectInfo] = []
+        try:
+            for batch in obstore.list(self._store, prefix or None):
+                found += [ObjectInfo(str(m["path"]), int(m["size"])) for m in batch]
+        except Exception as exc:
+            raise ObjectStoreError(f"list {prefix}: {exc}") from exc
+        return sorted(found)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        import obstore
+
+        if not keys:
+            return
+        try:
+            obstore.delete(self._store, list(keys))
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            raise ObjectStoreError(f"delete {len(keys)} objects: {exc}") from exc
+
+    def close(self) -> None:
+        self._store = None
+
+
+def _as_error(key: str, exc: Exception) -> ObjectStoreError:
+    text = str(exc)
+    if "NotFound" in type(exc).__name__ or "not found" in text.lower():
+        return ObjectNotFound(f"no object {key}")
+    return ObjectStoreError(f"get {key}: {text}")
+
+
+def object_key(app_id: str, shuffle_id: int, partition: int, epoch: int, role: str, suffix: str) -> str:
+    """Where a partition copy's objects live, relative to the store's prefix:
+    ``<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.data`` (the batches, as in the worker's
+    file) and ``.index`` (its chunk index and the data object's BLAKE3, written last: an index
+    object means the data object is whole)."""
+    return f"{app_id}/{shuffle_id}/{partition}-{epoch}-{role}.{suffix}"
+
+
+def app_prefix(app_id: str) -> str:
+    """The prefix of every object of one app (deleted when it is unregistered or expires)."""
+    return f"{app_id}/"
