@@ -164,8 +164,7 @@ def measure(locations: int, cap: int, *, code: str | None, per_shuffle: int, per
             procs.append(worker)
             with MasterClient(url, timeout=60, attempts=1, signer=signer) as master:
                 registered = master.call(RegisterApp("rss", app_id="rss"))
-                # the key of this registration (PROTOCOL §2.1): the master's reply names it
-                key = bytes.fromhex(registered["app_key"]) if secret is not None else None
+                key = bytes.fromhex(registered["app_key"]) if secret is not None else None  # §2.1
                 first = _register(master, min(locations, per_shuffle), 0)
                 time.sleep(1.0)
                 rss_before = _rss(worker.pid)
