@@ -296,16 +296,22 @@ def _compile_tuple(tp: Any) -> Converter:
         def var_tuple(value: Any, path: str) -> tuple[Any, ...]:
             if not isinstance(value, list | tuple):
                 raise _expect("a list", value, path)
-            return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+            try:  # no item's path is spelt out unless an item is wrong (a PUSH has hundreds)
+                return tuple([item(v, path) for v in value])
+            except BadRequest:
+                return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
 
         return var_tuple
     items = [_compile(a) for a in args]
+    ints = all(a is int for a in args)
 
     def fixed_tuple(value: Any, path: str) -> tuple[Any, ...]:
         if not isinstance(value, list | tuple):
             raise _expect("a list", value, path)
         if len(items) != len(value):
             raise BadRequest(f"{path}: expected {len(items)} items, got {len(value)}")
+        if ints and all(type(v) is int for v in value):  # (partition, epoch) pairs and the like
+            return tuple(value)
         return tuple(conv(v, f"{path}[{i}]") for i, (conv, v) in enumerate(zip(items, value, strict=True)))
 
     return fixed_tuple

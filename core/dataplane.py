@@ -110,7 +110,7 @@ def _batches(body: Push | Replicate) -> None:
     _location(body)
     if not body.batches:
         raise BadRequest(f"a {type(body).__name__.lower()} carries at least one batch")
-    for p, e in body.batches:
+    for p, e in set(body.batches):  # each location once: a request has many batches per location
         int_id("partition", p)
         int_id("epoch", e)
 

@@ -107,8 +107,8 @@ class ControlHandler:
         if request.msg_type == MsgType.RESERVE:
             reserve = from_json(Reserve, request.body)
             reserve.validate()
+            self._learn_tag(reserve.app_id, reserve.key_tag)
             held = self._reservations.reserve(reserve)
-            self._app_tags.set(reserve.app_id, reserve.key_tag)
             if reserve.revived:  # a revive before the commit, or a rerun's new epoch after it
                 where = [(p, e) for p, e, *_ in reserve.revived]
                 self._locations.reopen(reserve.app_id, reserve.shuffle_id, where)
@@ -116,7 +116,8 @@ class ControlHandler:
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
-            self._app_tags.set(cmd.app_id, cmd.key_tag)
+            self._learn_tag(cmd.app_id, cmd.key_tag)
+            self._store.save_key_tag(cmd.app_id, cmd.key_tag or "")  # for a restart (PROTOCOL §5.4)
             self._forget(cmd.app_id, cmd.shuffle_id)
             commit_files(
                 cmd,
@@ -140,6 +141,24 @@ class ControlHandler:
             responder.ok(encode_reply(self._info()))
         else:  # PING is open: nothing about the worker, only its clock (PROTOCOL §2.1, §5.2)
             responder.ok({"pong": True, "time_us": time.time_ns() // 1000})
+
+    def _learn_tag(self, app_id: str, tag: str | None) -> None:
+        """The app's current registration has ``tag`` (PROTOCOL §2.1). Another tag known here
+        (a DESTROY missed, or a tag kept on disk from before a restart) belongs to an earlier
+        registration of the id, which is over: what is held of it is destroyed first, so that
+        its files are never read with the new key.
+
+        Raises:
+            CroupierError: those files cannot be removed (the tag is not changed then).
+        """
+        known = self._app_tags.get(app_id)
+        if known is not None and known != (tag or ""):
+            log.warning("app %s has a new registration: destroying what is held of the earlier one", app_id)
+            self._forget(app_id, None)
+            self._reservations.forget(app_id, None)
+            dropped = self._locations.remove(app_id, None)
+            self._remove_files(Destroy(app_id, None), dropped)
+        self._app_tags.set(app_id, tag)
 
     def drop_orphan(self, app_id: str, shuffle_id: int) -> None:
         """Destroy a shuffle the master no longer knows (its DESTROY never came), as DESTROY does.

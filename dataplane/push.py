@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from croupier.actors.partition_actor import Failures, LostPairs
+import zmq
+
+from croupier.actors.partition_actor import Batches, Failures, LostPairs
 from croupier.core.batch import BATCH_HEADER, FLAG_SEAL, BatchHeader
-from croupier.core.codec import from_json, to_json
+from croupier.core.codec import from_json
 from croupier.core.dataplane import Push, ReplicaTarget, Replicate
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Congested, CroupierError, DataLostError, HardSplit, Unavailable
@@ -54,35 +57,64 @@ from croupier.transports.secret import AppTags, ClusterSecret
 
 __all__ = ["Parsed", "PushHandler", "parse_batches", "verify_digests"]
 
-# per batch: its (partition, epoch), parsed header, header bytes and data
-Parsed = list[tuple[tuple[int, int], BatchHeader, memoryview, memoryview]]
+Pair = tuple[int, int]  # (partition, epoch)
 
 
-def parse_batches(request: Request, pairs: tuple[tuple[int, int], ...]) -> tuple[Parsed, int]:
+@dataclass(slots=True)
+class Parsed:
+    """A request's batches, grouped once per request by location.
+
+    groups: per ``(partition, epoch)``, in the order of first appearance: (parsed header,
+        header bytes, data) of each of its batches, in request order.
+    sizes: per ``(partition, epoch)``, its batches' bytes (headers included).
+    total: every batch's bytes (headers included): what the request holds in memory.
+    seals: how many of its batches are seals.
+    order: (parsed header, data) of every batch, in request order.
+    """
+
+    groups: dict[Pair, Batches]
+    sizes: dict[Pair, int]
+    total: int
+    seals: int
+    order: list[tuple[BatchHeader, memoryview]]
+
+
+def parse_batches(request: Request, pairs: tuple[Pair, ...]) -> Parsed:
     """Match the payload frames to ``pairs``: frame 0 holds the headers, frame i+1 batch i's data.
-
-    Returns the batches and their size (headers included), the bytes they hold in memory.
 
     Raises:
         BadRequest: the frame count, the header frame's size or a batch's length does not match.
     """
     n = len(pairs)
-    if len(request.payloads) != n + 1:
-        raise BadRequest(f"{n} batches need {n + 1} payload frames, got {len(request.payloads)}")
-    headers = request.payloads[0]
-    if len(headers) != n * BATCH_HEADER.size:
-        raise BadRequest(f"header frame is {len(headers)} bytes; {n} batches need {n * BATCH_HEADER.size}")
-    out: Parsed = []
-    total = 0
+    payloads = request.payloads
+    if len(payloads) != n + 1:
+        raise BadRequest(f"{n} batches need {n + 1} payload frames, got {len(payloads)}")
+    headers = payloads[0]
+    size = BATCH_HEADER.size
+    if len(headers) != n * size:
+        raise BadRequest(f"header frame is {len(headers)} bytes; {n} batches need {n * size}")
+    groups: dict[Pair, Batches] = {}
+    sizes: dict[Pair, int] = {}
+    total = seals = 0
+    order: list[tuple[BatchHeader, memoryview]] = []
+    decode = BatchHeader.decode
     for i, pe in enumerate(pairs):
-        view = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
-        header = BatchHeader.decode(view)
-        data = request.payloads[i + 1]
-        if header.length != len(data):
-            raise BadRequest(f"batch {i} says {header.length} bytes but its frame has {len(data)}")
-        out.append((pe, header, view, data))
-        total += BATCH_HEADER.size + len(data)
-    return out, total
+        at = i * size
+        header = decode(headers, at)
+        data = payloads[i + 1]
+        length = len(data)
+        if header.length != length:
+            raise BadRequest(f"batch {i} says {header.length} bytes but its frame has {length}")
+        group = groups.get(pe)
+        if group is None:
+            group = groups[pe] = []
+            sizes[pe] = 0
+        group.append((header, headers[at : at + size], data))
+        order.append((header, data))
+        sizes[pe] += size + length
+        total += size + length
+        seals += header.flags & FLAG_SEAL
+    return Parsed(groups, sizes, total, seals, order)
 
 
 def verify_digests(batches: Parsed, key: bytes | None = None) -> None:
@@ -92,7 +124,7 @@ def verify_digests(batches: Parsed, key: bytes | None = None) -> None:
     Raises:
         BadRequest: a batch's digest does not match; it names the batch.
     """
-    for i, (_, header, _, data) in enumerate(batches):
+    for i, (header, data) in enumerate(batches.order):
         if not digest_ok(header, data, key):
             raise BadRequest(
                 f"batch {i} (map {header.map_id} attempt {header.attempt_id} batch {header.batch_id})"
@@ -151,26 +183,26 @@ class PushHandler:
         push = from_json(Push, request.body)
         push.validate()
         # the shape first (BAD_REQUEST), then whether it is meant for this incarnation
-        batches, total = parse_batches(request, push.batches)
+        batches = parse_batches(request, push.batches)
         self._identity.check(push.incarnation)
         if push.replica is not None and push.replica.worker_id == self._identity.worker_id:
             raise BadRequest("the replica must be another worker")
         replica = None if push.replica is None else push.replica.worker_id
         url = None if push.replica is None else push.replica.url
-        self._reservations.check_push(push.app_id, push.shuffle_id, push.batches, replica, url)
+        self._reservations.check_push(push.app_id, push.shuffle_id, batches.groups, replica, url)
         if self._throttle is not None:  # before the digests: a refusal costs little
             self._throttle.check(push.app_id)
-        self._check_hard(push)
+        self._check_hard(push, batches)
         verify_digests(batches, self._app_keys.get(push.app_id))
         self._check_failed(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches)
         answer = (
             _SealAnswer(responder, self._identity.worker_id, push.replica) if self._sync(batches) else None
         )
-        self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, total, answer)
+        self._accept(push.app_id, push.shuffle_id, CopyRole.PRIMARY, batches, answer)
         if self._pushed is not None:
-            self._pushed.add(push.app_id, push.shuffle_id, total)
+            self._pushed.add(push.app_id, push.shuffle_id, batches.total)
         if self._throttle is not None:
-            self._throttle.record(push.app_id, total)
+            self._throttle.record(push.app_id, batches.total)
         reply = self._soft_split(push.app_id, push.shuffle_id, batches)
         if push.replica is None:
             if answer is None:
@@ -178,13 +210,23 @@ class PushHandler:
             else:
                 answer.body(reply)
             return
-        body = to_json(Replicate(push.app_id, push.shuffle_id, push.replica.incarnation, push.batches))
+        # the REPLICATE's body is the PUSH's, checked above, with the replica's incarnation: its
+        # batch list is passed on as it was received (PROTOCOL §5.2)
+        body = {
+            "app_id": push.app_id,
+            "shuffle_id": push.shuffle_id,
+            "incarnation": push.replica.incarnation,
+            "batches": request.body["batches"],
+        }
         if answer is not None:
             answer.body(reply)
         done = answer.replicated if answer is not None else _answer(push.replica, responder, reply)
-        self._replicator.send(push.replica.url, MsgType.REPLICATE, body, request.payloads, done)
+        # the received frames go on as they are: the batch headers (signed) and, by reference,
+        # each batch's data (no copy, no hand-off to pyzmq's garbage collector)
+        payloads, forward = _forwarded(request)
+        self._replicator.send(push.replica.url, MsgType.REPLICATE, body, payloads, done, forward=forward)
 
-    def _check_hard(self, push: Push) -> None:
+    def _check_hard(self, push: Push, batches: Parsed) -> None:
         """Refuse the whole PUSH if a location of it must take no more data.
 
         Raises:
@@ -192,7 +234,7 @@ class PushHandler:
         """
         if self._split is None:
             return
-        refused, reason = self._split.hard(push.app_id, push.shuffle_id, push.batches)
+        refused, reason = self._split.hard(push.app_id, push.shuffle_id, batches.groups)
         if refused:
             raise HardSplit(
                 f"worker {self._identity.worker_id}: {reason}; revive partitions"
@@ -205,23 +247,20 @@ class PushHandler:
         location reached the threshold)."""
         if self._split is None:
             return {}
-        sizes: dict[tuple[int, int], int] = {}
-        for pe, _, _, data in batches:
-            sizes[pe] = sizes.get(pe, 0) + BATCH_HEADER.size + len(data)
-        over = self._split.taken(app_id, shuffle_id, sizes)
+        over = self._split.taken(app_id, shuffle_id, batches.sizes)
         return {"soft_split": over} if over else {}
 
     def on_replicate(self, request: Request, responder: Responder) -> None:
         """Take a REPLICATE into memory here."""
         rep = from_json(Replicate, request.body)
         rep.validate()
-        batches, total = parse_batches(request, rep.batches)
+        batches = parse_batches(request, rep.batches)
         self._identity.check(rep.incarnation)
-        self._reservations.check_replicate(rep.app_id, rep.shuffle_id, rep.batches)
+        self._reservations.check_replicate(rep.app_id, rep.shuffle_id, batches.groups)
         verify_digests(batches, self._app_keys.get(rep.app_id))
         self._check_failed(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches)
         answer = _SealAnswer(responder, self._identity.worker_id, None) if self._sync(batches) else None
-        self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, total, answer)
+        self._accept(rep.app_id, rep.shuffle_id, CopyRole.REPLICA, batches, answer)
         if answer is None:
             responder.ok({})
         else:
@@ -230,7 +269,7 @@ class PushHandler:
     def _sync(self, batches: Parsed) -> bool:
         """Whether this request is answered only once it is on disk: it carries seals, and the
         disks are not ample."""
-        return _seals(batches) and (self._ample is None or not self._ample())
+        return bool(batches.seals) and (self._ample is None or not self._ample())
 
     def _check_failed(self, app_id: str, shuffle_id: int, role: str, batches: Parsed) -> None:
         """Refuse a request naming a failed location: DATA_LOST if it lost batches of the
@@ -239,12 +278,12 @@ class PushHandler:
             return
         failed: set[tuple[int, int]] = set()
         pairs: set[tuple[int, int]] = set()
-        for (partition, epoch), header, _, _ in batches:
+        for (partition, epoch), group in batches.groups.items():
             lost = self._failures.lost(LocationKey(app_id, shuffle_id, partition, epoch, role))
-            if lost is not None:
-                failed.add((partition, epoch))
-                if (header.map_id, header.attempt_id) in lost:
-                    pairs.add((header.map_id, partition))
+            if lost is None:
+                continue
+            failed.add((partition, epoch))
+            pairs.update((h.map_id, partition) for h, _, _ in group if (h.map_id, h.attempt_id) in lost)
         where = f"worker {self._identity.worker_id} ({role})"
         if pairs:
             raise _lost(sorted(pairs), self._identity.worker_id, f"{where}: the disk failed")
@@ -267,33 +306,37 @@ class PushHandler:
         shuffle_id: int,
         role: str,
         batches: Parsed,
-        total: int,
         answer: _SealAnswer | None = None,
     ) -> None:
-        groups: dict[LocationKey, list[tuple[BatchHeader, memoryview, memoryview]]] = {}
-        sizes: dict[LocationKey, int] = {}
-        seals = 0
-        for (partition, epoch), header, view, data in batches:
-            key = LocationKey(app_id, shuffle_id, partition, epoch, role)
-            groups.setdefault(key, []).append((header, view, data))
-            sizes[key] = sizes.get(key, 0) + BATCH_HEADER.size + len(data)
-            seals += header.flags & FLAG_SEAL
+        sizes = batches.sizes
+        keyed = [
+            (LocationKey(app_id, shuffle_id, pe[0], pe[1], role), group, sizes[pe])
+            for pe, group in batches.groups.items()
+        ]
         # the new locations' state and the seals' are held until the shuffle is destroyed
-        held = seals * SEAL_BYTES
-        if not self._locations.admit_all(groups, total, held=held, replicate=role == CopyRole.REPLICA):
+        held = batches.seals * SEAL_BYTES
+        keys = [key for key, _, _ in keyed]
+        if not self._locations.admit_all(keys, batches.total, held=held, replicate=role == CopyRole.REPLICA):
             raise Congested(
                 f"worker {self._identity.worker_id} holds {self._limiter.used} of {self._limiter.cap}"
                 f" bytes ({self._limiter.held} in the state of its locations); retry later"
             )
         synced = answer.synced if answer is not None else None
-        unwanted = self._locations.deliver(
-            [(key, items, sizes[key]) for key, items in groups.items()], synced=synced
-        )
+        unwanted = set(self._locations.deliver(keyed, synced=synced))
         if unwanted:
+            gone = [(group, size) for key, group, size in keyed if key in unwanted]
             self._limiter.release(
-                sum(sizes[key] for key in unwanted),
-                held=SEAL_BYTES * sum(h.flags & FLAG_SEAL for key in unwanted for h, _, _ in groups[key]),
+                sum(size for _, size in gone),
+                held=SEAL_BYTES * sum(h.flags & FLAG_SEAL for group, _ in gone for h, _, _ in group),
             )
+
+
+def _forwarded(request: Request) -> tuple[list[memoryview], tuple[zmq.Frame, ...]]:
+    """A request's payloads as they go on to the replica: the header frame as bytes to sign,
+    and the data frames as received (by reference) when the request came from a socket."""
+    if len(request.frames) == len(request.payloads) and request.frames:
+        return request.payloads[:1], request.frames[1:]
+    return request.payloads, ()
 
 
 def _answer(replica: ReplicaTarget, responder: Responder, ok: dict[str, object]) -> Callback:
@@ -316,10 +359,6 @@ def _answer(replica: ReplicaTarget, responder: Responder, ok: dict[str, object])
             )
 
     return replicated
-
-
-def _seals(batches: Parsed) -> bool:
-    return any(header.flags & FLAG_SEAL for _, header, _, _ in batches)
 
 
 def _lost(pairs: LostPairs, worker_id: str, context: str) -> DataLostError:

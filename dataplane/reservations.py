@@ -22,6 +22,7 @@ here as ``STALE_LOCATION`` and the writers revive elsewhere.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from croupier.core.dataplane import Reserve
@@ -133,7 +134,7 @@ class Reservations:
         self,
         app_id: str,
         shuffle_id: int,
-        batches: tuple[tuple[int, int], ...],
+        batches: Iterable[tuple[int, int]],
         replica: str | None,
         replica_url: str | None = None,
     ) -> None:
@@ -164,7 +165,7 @@ class Reservations:
                         f" {pair[1] or 'no worker'}, the push names {replica or 'no replica'}"
                     )
 
-    def check_replicate(self, app_id: str, shuffle_id: int, batches: tuple[tuple[int, int], ...]) -> None:
+    def check_replicate(self, app_id: str, shuffle_id: int, batches: Iterable[tuple[int, int]]) -> None:
         """Refuse a REPLICATE unless every batch's location is placed here as replica.
 
         Raises:

@@ -229,7 +229,7 @@ def test_java_heartbeats_at_the_masters_pace(java_cp: str, tmp_path: Path) -> No
     """A master with a 1.5 s app timeout: the app, heartbeating at a third of what the master
     says (PROTOCOL §4, Heartbeat intervals), outlives three timeouts without a call of its own."""
     with LocalCluster(
-        1,
+        2,
         tmp_path / "cluster",
         processes=True,
         master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0, app_timeout=1.5),

@@ -5,6 +5,9 @@ started got every setting on its command line, so ``CROUPIER_WORKER_*`` was over
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,13 +22,33 @@ from integration.procs import Proc, member_signer, wait_until
 pytestmark = pytest.mark.integration
 
 
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return children
+
+
 def _worker_cmdlines(pid: int) -> list[list[str]]:
     """The command lines of ``pid``'s child processes that are croupier workers."""
-    children: list[str] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children += (task / "children").read_text().split()
-    lines = [Path(f"/proc/{c}/cmdline").read_bytes().decode().split("\0") for c in children]
+    lines = [Path(f"/proc/{c}/cmdline").read_bytes().decode().split("\0") for c in _children(pid)]
     return [line for line in lines if "worker" in line]
+
+
+def _stop(local: Proc, children: list[int]) -> None:
+    """Stop ``croupier local``, then any child it left (a SIGTERM that came before its handler)."""
+    local.stop()
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGTERM)
+    wait_until(lambda: not any(_alive(c) for c in children), timeout=60)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 def _flag(cmdline: list[str], flag: str) -> str:
@@ -37,6 +60,7 @@ def test_croupier_local_gives_its_workers_the_worker_flags_and_environment(tmp_p
     env = {"CROUPIER_WORKER_DISK_RESERVE": "3MiB", "CROUPIER_WORKER_MEMORY": "300MiB"}
     flags = ["--split-threshold", "64KiB", "--memory-tier-max", "0", "--chunk-size", "1MiB"]
     local = Proc(["local", "--workers", "2", "--data-dir", str(data), *flags], tmp_path / "local.log", env)
+    children = _children(local.popen.pid)
     try:
         signer = member_signer(data / "secret")
         with MasterClient(local.url, timeout=10, signer=signer) as master:
@@ -62,4 +86,4 @@ def test_croupier_local_gives_its_workers_the_worker_flags_and_environment(tmp_p
             assert _flag(cmdline, "--memory-tier-max") == "0"
             assert _flag(cmdline, "--chunk-size") == str(2**20)
     finally:
-        local.stop()
+        _stop(local, children)

@@ -142,7 +142,7 @@ class WorkerService(Service):
         # set once the master reports this worker decommissioned and drained: it may exit
         self.drained = threading.Event()
         self._on_disk: set[tuple[str, int]] = set()
-        self._app_tags = AppTags()  # the key tag of each app reserved here (PROTOCOL §2.1)
+        self._app_tags = AppTags()  # the key tag of each app reserved or kept here (PROTOCOL §2.1)
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
         self._room: DiskRoom | None = None
@@ -285,6 +285,7 @@ class WorkerService(Service):
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
         self._on_disk = {(cf.key.app_id, cf.key.shuffle_id) for cf in committed}
+        self._load_key_tags(store)
         stats = self._flush_stats = [FlushStats() for _ in range(store.num_disks)]
         self._flushers = [FlusherActor.start(i, self.limiter, stats[i]) for i in range(store.num_disks)]
         # a given store's disks need not be self.dirs: then only the flushers' busy time counts
@@ -292,6 +293,15 @@ class WorkerService(Service):
             self.dirs if self._given_store is None else [], lambda: [s.busy_seconds for s in stats]
         )
         return store
+
+    def _load_key_tags(self, store: PartitionStore) -> None:
+        """The key tags kept beside the committed files found at start (PROTOCOL §2.1, §5.4)."""
+        for app in sorted({app for app, _ in self._on_disk}):
+            tag = store.key_tag(app)
+            if tag is not None:
+                self._app_tags.set(app, tag)
+            else:
+                log.warning("app %s has no key tag on disk: its files are refused until it is sent", app)
 
     def _start_partition_actor(self) -> pykka.ActorRef[PartitionActor]:
         assert self.store is not None

@@ -8,6 +8,7 @@ One directory per disk, given to the store in order (disk ``i`` is ``dirs[i]``):
     <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.data        the batches, back to back
     <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index       written at commit
     <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index.tmp   an index being written
+    <dir>/<app_id>/key_tag                                             the app's key tag
 
 ``app_id`` is validated by ``croupier.core.ids.app_id`` and the numbers are
 non-negative decimal integers without leading zeros; ``role`` is ``primary``
@@ -69,6 +70,7 @@ from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable
 from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
 from croupier.storage._fds import READ_FLAGS, WRITE_FLAGS, FdCache, Handle, byte_views, fsync_dir, writev_all
 from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index
+from croupier.storage.key_tag_file import KEY_TAG_FILE, read_key_tag, write_key_tag
 from croupier.storage.store import (
     ChunkIndex,
     CommittedFile,
@@ -330,6 +332,7 @@ class DiskPartitionStore:
         _committed: committed locations seen so far (committed here, found by
             ``scan``, or looked up on disk): ``key -> (file, disk)``.
         _readers: descriptor handles of committed files that were read.
+        _tags: the key tag written (or read) per app, so a tag is written once per app.
         _health: the dirs' free space and health (``croupier.storage._dirs``).
         _lock: guards the dicts and ``_closed``. Lock order: store, then a
             file's lock, then the LRU's; a file never takes the store lock while
@@ -369,6 +372,7 @@ class DiskPartitionStore:
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
         self._readers: dict[LocationKey, Handle] = {}
+        self._tags: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -518,10 +522,45 @@ class DiskPartitionStore:
                     shutil.rmtree(target)
                 except OSError as exc:
                     raise _os_error("remove", target, exc) from exc
-                if shuffle_id is not None:
-                    with contextlib.suppress(OSError):  # other shuffles of the app are still there
+                if shuffle_id is not None and not any(_INT_RE.fullmatch(n) for n in _listdir(app_dir)):
+                    self._tags.pop(app_id, None)  # no shuffle left here: the tag goes with the dir
+                    with contextlib.suppress(OSError):
+                        (app_dir / KEY_TAG_FILE).unlink(missing_ok=True)
                         app_dir.rmdir()
+            if shuffle_id is None:
+                self._tags.pop(app_id, None)
             return len(gone)
+
+    def save_key_tag(self, app_id: str, tag: str) -> None:
+        ids.app_id(app_id)
+        with self._lock:
+            self._check_open()
+            if self._tags.get(app_id) == tag:
+                return
+            for root, state in zip(self._dirs, self._health.states(), strict=True):
+                if not state.healthy:  # a full disk still gets it: its files may be there
+                    continue
+                try:
+                    write_key_tag(root / app_id, tag, fsync=self.fsync, fds=self._fds)
+                except OSError as exc:  # the files are served in this life; refused after a restart
+                    log.warning("cannot keep the key tag of app %s in %s: %s", app_id, root, exc)
+                    return
+            self._tags[app_id] = tag
+
+    def key_tag(self, app_id: str) -> str | None:
+        ids.app_id(app_id)
+        with self._lock:
+            self._check_open()
+            if app_id in self._tags:
+                return self._tags[app_id]
+            found = {t for root in self._dirs if (t := read_key_tag(root / app_id)) is not None}
+            if len(found) > 1:
+                log.warning("app %s has different key tags on different disks: none is trusted", app_id)
+                return None
+            tag = found.pop() if found else None
+            if tag is not None:
+                self._tags[app_id] = tag
+            return tag
 
     def close(self) -> None:
         with self._lock:

@@ -326,6 +326,26 @@ class PartitionStore(Protocol):
         """
         ...
 
+    def save_key_tag(self, app_id: str, tag: str) -> None:
+        """Keep the key tag of ``app_id``'s registration beside its files (PROTOCOL §5.4), so that
+        a restarted worker serves them again; "" for an app without one. A failure is logged,
+        not raised: the files are then refused after a restart until the master sends the tag.
+
+        Raises:
+            BadRequest: ``app_id`` is invalid.
+            Unavailable: the store is closed.
+        """
+        ...
+
+    def key_tag(self, app_id: str) -> str | None:
+        """The key tag kept for ``app_id``, or None (none kept, or the disks disagree: logged).
+
+        Raises:
+            BadRequest: ``app_id`` is invalid.
+            Unavailable: the store is closed.
+        """
+        ...
+
     def close(self) -> None:
         """Release every resource (idempotent). Uncommitted files are left as a crash would leave
         them; their ``PartitionFile`` objects then raise Unavailable."""
@@ -384,10 +404,12 @@ class MemoryBacking:
 
     State:
         files: committed locations: ``key -> (committed file, data, disk)``.
-        lock: guards ``files``.
+        key_tags: the key tag kept per app (``save_key_tag``), gone with its last file.
+        lock: guards ``files`` and ``key_tags``.
     """
 
     files: dict[LocationKey, tuple[CommittedFile, bytes, int]] = field(default_factory=dict)
+    key_tags: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -537,7 +559,21 @@ class MemoryPartitionStore:
                 dropped = [k for k in self.backing.files if _matches(k, app_id, shuffle_id)]
                 for k in dropped:
                     del self.backing.files[k]
+                if shuffle_id is None or not any(k.app_id == app_id for k in self.backing.files):
+                    self.backing.key_tags.pop(app_id, None)
         return len(set(gone) | set(dropped))
+
+    def save_key_tag(self, app_id: str, tag: str) -> None:
+        ids.app_id(app_id)
+        self._check_open()
+        with self.backing.lock:
+            self.backing.key_tags[app_id] = tag
+
+    def key_tag(self, app_id: str) -> str | None:
+        ids.app_id(app_id)
+        self._check_open()
+        with self.backing.lock:
+            return self.backing.key_tags.get(app_id)
 
     def close(self) -> None:
         with self._lock:

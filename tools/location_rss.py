@@ -151,7 +151,6 @@ def measure(locations: int, cap: int, *, code: str | None, per_shuffle: int, per
         secret = create_secret_file(f"{tmp}/secret") if secure else None
         flags = ["--secret-file", f"{tmp}/secret"] if secure else []
         signer = Signer.member(secret)
-        key = secret.app_key("rss") if secret is not None else None
         master_proc = _spawn(
             ["master", "--listen", "127.0.0.1:0", "--data-dir", f"{tmp}/m", "--app-timeout", "1h", *flags],
             code,
@@ -164,7 +163,8 @@ def measure(locations: int, cap: int, *, code: str | None, per_shuffle: int, per
             worker = _spawn([*worker_args, "--slots", str(2 * locations + 10), "--heartbeat", "1s"], code)
             procs.append(worker)
             with MasterClient(url, timeout=60, attempts=1, signer=signer) as master:
-                master.call(RegisterApp("rss", app_id="rss"))
+                registered = master.call(RegisterApp("rss", app_id="rss"))
+                key = bytes.fromhex(registered["app_key"]) if secret is not None else None  # §2.1
                 first = _register(master, min(locations, per_shuffle), 0)
                 time.sleep(1.0)
                 rss_before = _rss(worker.pid)

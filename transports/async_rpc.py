@@ -100,7 +100,7 @@ class AsyncRpcClient:
         self._timeout = timeout
         self._name = name
         # requests queued by other threads, for the client thread to send
-        self._outbox: Mailbox[tuple[str, int, int, list[Payload], Callback, float]] = Mailbox()
+        self._outbox: Mailbox[tuple[str, int, int, list[Payload | zmq.Frame], Callback, float]] = Mailbox()
         # a random start: two clients of one app never sign the same request in the same
         # microsecond with the same id (the server would refuse the second as a replay)
         self._ids = itertools.count(secrets.randbits(62) + 1)
@@ -140,16 +140,22 @@ class AsyncRpcClient:
         callback: Callback,
         *,
         timeout: float | None = None,
+        forward: Sequence[zmq.Frame] = (),
     ) -> None:
-        """Queue one request (any thread). Payloads must not change until the callback runs."""
+        """Queue one request (any thread). Payloads must not change until the callback runs.
+
+        ``forward``: received frames sent after ``payloads`` as they are (libzmq's buffer by
+        reference: no copy, nothing for pyzmq's garbage collector); not covered by a signature
+        (only the first payload is, PROTOCOL §2.1)."""
         if self._stopping:
             callback(None, Unavailable("the client is stopping"))
             return
         request_id = next(self._ids) & _U64 or 1
         deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
-        frames: list[Payload] = request_frames(
-            self.signer, msg_type, request_id, body, encode_body(body), payloads
-        )
+        frames: list[Payload | zmq.Frame] = [
+            *request_frames(self.signer, msg_type, request_id, body, encode_body(body), payloads),
+            *forward,
+        ]
         self._outbox.put((url, msg_type, request_id, frames, callback, deadline))
 
     def in_flight(self) -> int:

@@ -36,6 +36,7 @@ from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.store import LocationKey, MemoryPartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.rpc import Reply, RpcClient, RpcServer
+from croupier.transports.secret import AppTags
 from tests.storage.helpers import append, batch, key, seal
 
 INFO = WorkerInfoReply("worker-1", "inc-1", {"control": "tcp://x:1"}, 0, 0, 0, 100, 0, 0.25, 0.0)
@@ -67,6 +68,7 @@ class Control:
     client: RpcClient
     pipelined: AsyncRpcClient
     url: str
+    tags: AppTags
 
 
 def committed_file(store: MemoryPartitionStore, k: LocationKey) -> None:
@@ -83,14 +85,17 @@ def control() -> Iterator[Control]:
     locations = Locations(MemoryLimiter(1 << 30))
     locations.open(1, lambda: SlowOwner.start(gate, dropping))
     reservations = Reservations(Identity("worker-1", "inc-1"))
-    handler = ControlHandler(locations, reservations, store, "inc-1", lambda: INFO)
+    tags = AppTags()
+    handler = ControlHandler(locations, reservations, store, "inc-1", lambda: INFO, app_tags=tags)
     server = RpcServer("tcp://127.0.0.1:0", handler.on_control, allowed_types=[int(t) for t in CONTROL_TYPES])
     server.start()
     client = RpcClient(server.url, timeout=10, retries=0)
     pipelined = AsyncRpcClient(timeout=30)
     pipelined.start()
     try:
-        yield Control(store, locations, reservations, handler, gate, dropping, client, pipelined, server.url)
+        yield Control(
+            store, locations, reservations, handler, gate, dropping, client, pipelined, server.url, tags
+        )
     finally:
         gate.set()
         pipelined.stop()
@@ -183,3 +188,41 @@ def test_a_ping_tells_the_workers_clock_and_nothing_about_it(control: Control) -
     body = control.client.call(int(MsgType.PING)).body
     after = time.time_ns() // 1000
     assert set(body) == {"pong", "time_us"} and before <= body["time_us"] <= after
+
+
+TAG_1, TAG_2 = "0123456789abcdef", "fedcba9876543210"
+
+
+def test_commit_files_keeps_the_key_tag_beside_the_files_and_a_destroy_drops_it(control: Control) -> None:
+    committed_file(control.store, key(app="app-1", shuffle=3))
+    control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 3, key_tag=TAG_1)))
+    assert control.tags.get("app-1") == TAG_1
+    restarted = MemoryPartitionStore(control.store.backing)  # what a restarted worker finds
+    assert restarted.key_tag("app-1") == TAG_1
+    control.gate.set()
+    control.client.call(int(MsgType.DESTROY), to_json(Destroy("app-1")))
+    assert control.tags.get("app-1") is None and restarted.key_tag("app-1") is None
+
+
+def test_a_new_registrations_tag_destroys_what_is_held_of_the_earlier_one_first(control: Control) -> None:
+    old, other = key(app="app-1", shuffle=0), key(app="app-2", shuffle=0)
+    committed_file(control.store, old)
+    committed_file(control.store, other)
+    control.locations.admit(old)
+    control.tags.set("app-1", TAG_1)  # kept on disk before a restart, or a DESTROY that never came
+    control.gate.set()
+    body = to_json(Reserve("app-1", 0, "inc-1", 4, False, pairs=(("worker-1", None),), key_tag=TAG_2))
+    assert from_json(ReserveReply, control.client.call(int(MsgType.RESERVE), body).body) == ReserveReply(1)
+    assert control.tags.get("app-1") == TAG_2
+    # never read with TAG_2:
+    assert control.store.committed(old) is None and control.locations.get(old) is None
+    assert control.store.committed(other) is not None
+    assert control.reservations.keys() == {("app-1", 0)}  # the new registration's reservation
+
+
+def test_the_same_tag_again_keeps_the_files(control: Control) -> None:
+    k = key(app="app-1", shuffle=0)
+    committed_file(control.store, k)
+    control.tags.set("app-1", TAG_1)
+    control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 0, key_tag=TAG_1)))
+    assert control.store.committed(k) is not None and control.tags.get("app-1") == TAG_1

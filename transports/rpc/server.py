@@ -79,7 +79,10 @@ class Request:
     ``payloads`` are zero-copy views of the received frames; they stay valid as
     long as a reference to them is kept. ``scheme`` is what the request proved
     (PROTOCOL §2.1): ``MEMBER``, ``APP`` (for the body's ``app_id``) or ``NONE``; a
-    server without a verifier trusts every request as ``MEMBER``.
+    server without a verifier trusts every request as ``MEMBER``. ``frames`` are the
+    received ZeroMQ frames of the payloads, in the same order (empty when the request
+    did not come from a socket): sending one on again passes libzmq's buffer by
+    reference, with no copy and no hand-off to pyzmq's garbage-collector thread.
     """
 
     msg_type: int
@@ -88,6 +91,7 @@ class Request:
     payloads: list[memoryview]
     peer: bytes
     scheme: Scheme = Scheme.MEMBER
+    frames: tuple[zmq.Frame, ...] = ()
 
 
 @dataclass
@@ -540,7 +544,8 @@ class RpcServer:
             except CroupierError as exc:  # the verifier's answer for an app unknown here
                 Responder(self, peer, header.msg_type, header.request_id).error(exc)
                 return
-        request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme)
+        kept = tuple(frames[len(frames) - len(msg.payloads) :]) if msg.payloads else ()
+        request = Request(header.msg_type, header.request_id, msg.body, msg.payloads, peer, scheme, kept)
         responder = Responder(self, peer, header.msg_type, header.request_id)
         # the request's app and shuffle ids go on the lines logged while handling it
         body = msg.body

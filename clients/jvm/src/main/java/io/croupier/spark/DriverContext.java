@@ -32,6 +32,8 @@ final class DriverContext {
   private static final Logger LOG = LoggerFactory.getLogger(DriverContext.class);
   /** Croupier ids of generations after the first: far above any Spark shuffle id. */
   private static final int FIRST_EXTRA_ID = 1 << 30;
+  /** How long a DATA_LOST report waits for the master to see the loss (its worker timeout). */
+  private static final long LOSS_WAIT_MS = 60_000;
 
   private final SparkConf conf;
   private final String masterUrl;
@@ -183,7 +185,7 @@ final class DriverContext {
       tracker.unregisterAllMapAndMergeOutput(shuffleId);
       return "indeterminate map stage: every map output unregistered, the stage reruns into a new shuffle";
     }
-    LostMaps lost = cur.lostMaps();
+    LostMaps lost = awaitLoss(cur);
     int[] maps;
     String what;
     if (!lost.committed()) {
@@ -203,6 +205,27 @@ final class DriverContext {
     String msg = what + " " + maps.length + " lost maps " + ranges(maps) + " of Croupier shuffle " + cur.id();
     LOG.warn("Croupier: Spark shuffle {}: {}", shuffleId, msg);
     return msg;
+  }
+
+  /**
+   * The master's view of the loss a reducer just met. The reducer sees dead workers at once, the
+   * master only after its worker timeout: until then {@code GET_LOST_MAPS} names nothing, and a
+   * FetchFailed then would rerun the reducers alone. So wait (up to {@value #LOSS_WAIT_MS} ms)
+   * for the master to name the lost maps, or for a rerun to be under way.
+   */
+  private static LostMaps awaitLoss(Shuffle cur) {
+    long deadline = System.currentTimeMillis() + LOSS_WAIT_MS;
+    LostMaps lost = cur.lostMaps();
+    while (lost.committed() && lost.mapIds().length == 0 && System.currentTimeMillis() < deadline) {
+      try {
+        Thread.sleep(500);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
+      lost = cur.lostMaps();
+    }
+    return lost;
   }
 
   private static boolean indeterminate(State st) {
