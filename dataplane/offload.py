@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import blake3
 
-from croupier.core.errors import CroupierError
+from croupier.core.errors import CroupierError, UnknownShuffle
 from croupier.storage.store import LocationKey, PartitionStore
 from croupier.transports.objstore import (
     MULTIPART_PART,
@@ -137,13 +137,14 @@ class Offloader:
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             key, _ = item
-            copy = None
+            copy, gone = None, False
             for attempt in range(ATTEMPTS):
                 try:
                     copy = self.upload(key)
                     break
                 except CroupierError as exc:  # the copy is gone (DESTROY): nothing to upload
                     log.info("not offloaded: %s: %s", key.name, exc)
+                    gone = True
                     break
                 except ObjectStoreError as exc:
                     log.warning("offload of %s failed (attempt %d): %s", key.name, attempt + 1, exc)
@@ -151,7 +152,7 @@ class Offloader:
             with self._lock:
                 self._pending.pop(key, None)
                 if copy is None:
-                    self.failed += 1
+                    self.failed += 0 if gone else 1
                     continue
                 self._done.add(key)
                 self.uploaded += 1
@@ -165,8 +166,8 @@ class Offloader:
     def upload(self, key: LocationKey) -> OffloadedCopy:
         """Upload one committed copy: its data object, then its index object."""
         committed = self._store.committed(key)
-        if committed is None:
-            raise ObjectStoreError(f"{key.name} is not committed here")
+        if committed is None:  # destroyed meanwhile: nothing to upload
+            raise UnknownShuffle(f"{key.name} is no longer here")
         index = committed.index
         parts = (key.app_id, key.shuffle_id, key.partition, key.epoch, str(key.role))
         data_key, index_key = object_key(*parts, "data"), object_key(*parts, "index")
@@ -189,4 +190,9 @@ class Offloader:
         digest = hasher.hexdigest()
         body = {"index": index.to_json(), "size": size, "blake3": digest}
         self.objects.put(index_key, json.dumps(body, sort_keys=True).encode())
+        if self._store.committed(key) is None:
+            # DESTROY removed the files during the upload: its deletion of the objects may have
+            # run before these were written, so they go now (DESTROY removes the files first)
+            self.objects.delete([index_key, data_key])
+            raise UnknownShuffle(f"{key.name} was destroyed during its upload")
         return OffloadedCopy(key, data_key, index_key, size, digest)

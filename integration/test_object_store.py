@@ -83,9 +83,14 @@ def test_a_damaged_object_is_read_from_its_replica_object_or_is_data_lost_naming
         expected = write_all(sh, 2, 2, 200)
         check_all(sh, expected)
         sh.wait_offloaded(60)
+        prefix = f"{sh.app_id}/{sh.shuffle_id}/"
+        # wait_offloaded needs one copy per epoch; this test damages both of partition 0
+        for _ in range(300):
+            if all(store.size(f"{prefix}0-0-{role}.index") for role in ("primary", "replica")):
+                break
+            time.sleep(0.1)
         ids = {cluster.kill_worker(i) for i in range(3)}
         wait_lost(cluster, ids)
-        prefix = f"{sh.app_id}/{sh.shuffle_id}/"
 
         def flip(key: str) -> None:
             size = store.size(key)
