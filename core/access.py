@@ -54,6 +54,7 @@ ACCESS: dict[int, Access] = {
     MsgType.FETCH_CHUNK: Access.APP,
     MsgType.FETCH_SMALL: Access.APP,
     MsgType.REPORT_COMMIT: Access.MEMBER,
+    MsgType.REPORT_OFFLOAD: Access.MEMBER,
     MsgType.EXPIRE_APP: Access.MEMBER,
     MsgType.TAKE_OVER: Access.MEMBER,
     MsgType.COMMIT_FILES: Access.MEMBER,

@@ -35,6 +35,7 @@ __all__ = [
     "RegisterShuffle",
     "RegisterWorker",
     "ReportCommit",
+    "ReportOffload",
     "RerunMaps",
     "RevivePartition",
     "Status",
@@ -371,6 +372,42 @@ class ReportCommit(Command):
         int_id("total_batches", self.total_batches, 2**62)
 
 
+# one offloaded copy: (partition, epoch, role, size, blake3 hex of its data object)
+OffloadedCopyWire = tuple[int, int, str, int, str]
+MAX_OFFLOADS_PER_REPORT = 10_000
+
+
+def check_offloaded(copies: tuple[OffloadedCopyWire, ...]) -> None:
+    """The copies of a REPORT_OFFLOAD (and its CopiesOffloaded event). Raises BadRequest."""
+    if not 1 <= len(copies) <= MAX_OFFLOADS_PER_REPORT:
+        raise BadRequest(f"copies must hold 1 to {MAX_OFFLOADS_PER_REPORT} entries")
+    for p, e, role, size, digest in copies:
+        int_id("partition", p)
+        int_id("epoch", e)
+        if role not in ("primary", "replica"):
+            raise BadRequest(f"role must be primary or replica, not {role!r}")
+        int_id("size", size, 2**62)
+        if not isinstance(digest, str) or len(digest) != 64 or digest.strip("0123456789abcdef"):
+            raise BadRequest("digest must be 64 lowercase hex digits (BLAKE3)")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOffload(Command):
+    """A worker uploaded committed copies to the object store (issue 26): each as the objects
+    ``<app>/<shuffle>/<partition>-<epoch>-<role>.data`` and ``.index`` under its prefix."""
+
+    TYPE = MsgType.REPORT_OFFLOAD
+    worker_id: str
+    app_id: str
+    shuffle_id: int
+    copies: tuple[OffloadedCopyWire, ...]
+
+    def validate(self) -> None:
+        worker_id(self.worker_id)
+        _shuffle(self)
+        check_offloaded(self.copies)
+
+
 @dataclass(frozen=True, slots=True)
 class GetLocations(Command):
     """Where a partition lives (every epoch) and which attempt of each map won."""
@@ -496,6 +533,7 @@ COMMAND_TYPES: dict[int, type[Command]] = {
         RevivePartition,
         MapperEnd,
         ReportCommit,
+        ReportOffload,
         GetLocations,
         GetLocationsBatch,
         GetShuffle,

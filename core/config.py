@@ -181,6 +181,9 @@ class WorkerConfig:
             new locations, and a worker with no directory above it gets no new slots
             (``--disk-reserve``). None: the smaller of 5 GiB and 10 % of the directory's
             filesystem.
+        object_store: ``s3://BUCKET/PREFIX`` (issue 26): every committed copy is also
+            uploaded there after COMMIT_FILES (``dataplane/offload.py``), and its objects are
+            deleted with the shuffle. None: no object store.
     """
 
     heartbeat_interval: float | None = None
@@ -200,6 +203,7 @@ class WorkerConfig:
     memory_tier_max: int = 1024**2
     memory_tier_fraction: float = 0.1
     disk_reserve: int | None = None
+    object_store: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

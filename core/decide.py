@@ -38,6 +38,7 @@ from croupier.core.commands import (
     RegisterShuffle,
     RegisterWorker,
     ReportCommit,
+    ReportOffload,
     RerunMaps,
     RevivePartition,
     Status,
@@ -61,6 +62,7 @@ from croupier.core.events import (
     AppExpired,
     AppRegistered,
     AppUnregistered,
+    CopiesOffloaded,
     Event,
     LeaderChanged,
     MapperEnded,
@@ -611,6 +613,18 @@ def _unregister_shuffle(
     return ChangedReply(True), [ShuffleUnregistered(cmd.app_id, cmd.shuffle_id)]
 
 
+def _report_offload(state: MasterState, cmd: ReportOffload, now: float, rng: random.Random) -> Decision:
+    """Log the copies not recorded yet; a shuffle or worker gone meanwhile changes nothing."""
+    info = state.shuffle(cmd.app_id, cmd.shuffle_id)
+    if info is None or cmd.worker_id not in state.workers:
+        return ChangedReply(False), []
+    known = set(info.offloaded)
+    new = tuple(c for c in cmd.copies if tuple(c) not in known)
+    if not new:
+        return ChangedReply(False), []
+    return ChangedReply(True), [CopiesOffloaded(cmd.worker_id, cmd.app_id, cmd.shuffle_id, new)]
+
+
 def _status(state: MasterState, cmd: Status, now: float, rng: random.Random) -> Decision:
     return status_reply(state), []
 
@@ -640,6 +654,7 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
     RevivePartition: _revive,
     MapperEnd: _mapper_end,
     ReportCommit: _report_commit,
+    ReportOffload: _report_offload,
     GetLocations: _get_locations,
     GetLocationsBatch: _get_locations_batch,
     GetShuffle: _get_shuffle,

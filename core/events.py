@@ -27,6 +27,7 @@ __all__ = [
     "AppExpired",
     "AppRegistered",
     "AppUnregistered",
+    "CopiesOffloaded",
     "Event",
     "LeaderChanged",
     "MapperEnded",
@@ -229,6 +230,19 @@ class MapsRerun(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CopiesOffloaded(Event):
+    """A worker's committed copies are in the object store (issue 26), each
+    ``(partition, epoch, role, size, blake3)``; their keys follow from these
+    (``<app>/<shuffle>/<partition>-<epoch>-<role>.data`` and ``.index``)."""
+
+    KIND = "CopiesOffloaded"
+    worker_id: str
+    app_id: str
+    shuffle_id: int
+    copies: tuple[tuple[int, int, str, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ShuffleUnregistered(Event):
     KIND = "ShuffleUnregistered"
     app_id: str
@@ -260,6 +274,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ShuffleUnregistered,
         LeaderChanged,
         MapsRerun,
+        CopiesOffloaded,
     )
 }
 

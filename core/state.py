@@ -41,6 +41,7 @@ from croupier.core.events import (
     AppExpired,
     AppRegistered,
     AppUnregistered,
+    CopiesOffloaded,
     Event,
     LeaderChanged,
     MapperEnded,
@@ -263,6 +264,8 @@ class ShuffleInfo:
     # (partition, n): epochs 0..n-1 were committed before the last rerun (a partition not
     # listed: epoch 0); only meaningful once ``rerun`` is set
     committed_epochs: tuple[tuple[int, int], ...] = ()
+    # the copies in the object store (issue 26): (partition, epoch, role, size, blake3), sorted
+    offloaded: tuple[tuple[int, int, str, int, str], ...] = ()
     derived: Derived = field(default_factory=Derived, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -654,6 +657,14 @@ def _shuffle_unregistered(state: MasterState, event: ShuffleUnregistered) -> Non
     del state.shuffles[(event.app_id, event.shuffle_id)]
 
 
+def _copies_offloaded(state: MasterState, event: CopiesOffloaded) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    _need_worker(state, event.worker_id, event)
+    # one entry per (partition, epoch, role): a copy uploaded again replaces its entry
+    by_copy = {(p, e, r): (p, e, r, n, d) for p, e, r, n, d in (*info.offloaded, *event.copies)}
+    info.offloaded = tuple(sorted(by_copy.values()))
+
+
 def _leader_changed(state: MasterState, event: LeaderChanged) -> None:
     if event.term < state.term:
         raise InvalidEvent(f"term {event.term} is older than {state.term}")
@@ -678,6 +689,7 @@ _APPLIERS: dict[type[Event], Callable[[MasterState, Any], None]] = {
     ShuffleUnregistered: _shuffle_unregistered,
     LeaderChanged: _leader_changed,
     MapsRerun: _maps_rerun,
+    CopiesOffloaded: _copies_offloaded,
 }
 
 

@@ -86,6 +86,7 @@ class MsgType(IntEnum):
     GET_LOST_MAPS = 39
     STATUS = 40
     TAKE_OVER = 41
+    REPORT_OFFLOAD = 42
     # worker data plane (JSON body + raw payload frames, see core/dataplane.py)
     PUSH = 50
     REPLICATE = 51

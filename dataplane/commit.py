@@ -57,6 +57,7 @@ def commit_files(
     incarnation: str,
     responder: Responder,
     tier: MemoryTier | None = None,
+    on_committed: Callable[[list[LocationKey]], None] | None = None,
 ) -> None:
     """Commit the shuffle's locations here; ``responder`` gets the ``CommitFilesReply``.
 
@@ -67,6 +68,7 @@ def commit_files(
         incarnation: this worker's, sent back so the master can tell a restart.
         responder: answered once every live location has reported.
         tier: where the small committed copies are kept (none: no tier).
+        on_committed: told, after the reply, of every copy committed here (the offload).
     """
     owners = locations.of_shuffle(cmd.app_id, cmd.shuffle_id, seal=True)
     live = {key for keys in owners.values() for key in keys}
@@ -76,6 +78,14 @@ def commit_files(
             admit_small(tier, store, cmd, reports)
         on_disk = [committed_report(cf.key, cf.index) for cf in _not_live(store, cmd, live)]
         responder.ok(encode_reply(CommitFilesReply(incarnation, (*reports, *on_disk))))
+        if on_committed is not None:
+            on_committed(
+                [
+                    LocationKey(cmd.app_id, cmd.shuffle_id, r.partition, r.epoch, r.role)
+                    for r in (*reports, *on_disk)
+                    if r.ok
+                ]
+            )
 
     if not live:
         finish([])

@@ -36,6 +36,7 @@ from croupier.core.errors import CroupierError, InternalError
 from croupier.core.wire import MsgType
 from croupier.dataplane.commit import commit_files
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.offload import Offloader
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.reservations import Reservations
 from croupier.dataplane.split import SplitPolicy
@@ -63,6 +64,8 @@ class ControlHandler:
     tier: the memory tier: filled at COMMIT_FILES, evicted with the files.
     app_tags: the key tag of each app's registration (PROTOCOL §2.1), learnt from RESERVE and
         COMMIT_FILES, forgotten at the app's DESTROY; the verifier and the push path read it.
+    offloader: uploads each copy committed here to the object store (issue 26); DESTROY
+        deletes the shuffle's objects there too. None: no object store.
     """
 
     def __init__(
@@ -78,7 +81,9 @@ class ControlHandler:
         split: SplitPolicy | None = None,
         tier: MemoryTier | None = None,
         app_tags: AppTags | None = None,
+        offloader: Offloader | None = None,
     ) -> None:
+        self._offloader = offloader
         self._app_tags = app_tags if app_tags is not None else AppTags()
         self._split = split
         self._tier = tier
@@ -94,6 +99,8 @@ class ControlHandler:
     def close(self) -> None:
         """Finish the destroys already started or queued."""
         self._destroys.shutdown(wait=True)
+        if self._offloader is not None:
+            self._offloader.close()
 
     def on_control(self, request: Request, responder: Responder) -> None:
         """Dispatch one control request; every one is answered, DESTROY later."""
@@ -119,6 +126,7 @@ class ControlHandler:
                 incarnation=self._incarnation,
                 responder=responder,
                 tier=self._tier,
+                on_committed=None if self._offloader is None else self._offloader.submit,
             )
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
@@ -206,6 +214,8 @@ class ControlHandler:
         if self._tier is not None:  # first: its memory goes even if removing the files fails
             self._tier.evict(destroy.app_id, destroy.shuffle_id)
         removed = self._store.remove(destroy.app_id, destroy.shuffle_id)
+        if self._offloader is not None:
+            self._offloader.delete(destroy.app_id, destroy.shuffle_id)
         if self._tier is not None:  # and what a commit took meanwhile
             self._tier.evict(destroy.app_id, destroy.shuffle_id)
         log.info(

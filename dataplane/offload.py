@@ -27,9 +27,15 @@ from dataclasses import dataclass
 
 import blake3
 
-from croupier.core.errors import CroupierError
+from croupier.core.errors import CroupierError, UnknownShuffle
 from croupier.storage.store import LocationKey, PartitionStore
-from croupier.transports.objstore import MULTIPART_PART, ObjectStore, ObjectStoreError, object_key
+from croupier.transports.objstore import (
+    MULTIPART_PART,
+    ObjectStore,
+    ObjectStoreError,
+    app_prefix,
+    object_key,
+)
 
 __all__ = ["OffloadedCopy", "Offloader"]
 
@@ -59,7 +65,9 @@ class Offloader:
         *,
         threads: int = 2,
         on_offloaded: Callable[[OffloadedCopy], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
+        self._on_close = on_close
         self.objects = objects
         self._store = store
         self._on_offloaded = on_offloaded
@@ -99,10 +107,23 @@ class Offloader:
             "lag_seconds": 0.0 if oldest is None else time.monotonic() - oldest,
         }
 
-    def forget(self, app_id: str) -> None:
-        """An app is gone: its copies are no longer remembered as uploaded."""
+    def delete(self, app_id: str, shuffle_id: int | None) -> int:
+        """DESTROY: delete the objects of a shuffle (None: of the whole app); how many.
+
+        Every worker of the shuffle deletes the same prefix: deleting is idempotent. A failure
+        is logged; the master's orphan sweep removes what is left (issue 26)."""
         with self._lock:
-            self._done = {k for k in self._done if k.app_id != app_id}
+            self._done = {
+                k for k in self._done if not (k.app_id == app_id and shuffle_id in (None, k.shuffle_id))
+            }
+        prefix = app_prefix(app_id) + ("" if shuffle_id is None else f"{shuffle_id}/")
+        try:
+            keys = [o.key for o in self.objects.list(prefix)]
+            self.objects.delete(keys)
+        except ObjectStoreError as exc:
+            log.warning("deleting the objects under %s failed: %s", prefix, exc)
+            return 0
+        return len(keys)
 
     def close(self) -> None:
         for _ in self._threads:
@@ -110,17 +131,20 @@ class Offloader:
         for t in self._threads:
             t.join(30)
         self.objects.close()
+        if self._on_close is not None:
+            self._on_close()
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             key, _ = item
-            copy = None
+            copy, gone = None, False
             for attempt in range(ATTEMPTS):
                 try:
                     copy = self.upload(key)
                     break
                 except CroupierError as exc:  # the copy is gone (DESTROY): nothing to upload
                     log.info("not offloaded: %s: %s", key.name, exc)
+                    gone = True
                     break
                 except ObjectStoreError as exc:
                     log.warning("offload of %s failed (attempt %d): %s", key.name, attempt + 1, exc)
@@ -128,7 +152,7 @@ class Offloader:
             with self._lock:
                 self._pending.pop(key, None)
                 if copy is None:
-                    self.failed += 1
+                    self.failed += 0 if gone else 1
                     continue
                 self._done.add(key)
                 self.uploaded += 1
@@ -142,8 +166,8 @@ class Offloader:
     def upload(self, key: LocationKey) -> OffloadedCopy:
         """Upload one committed copy: its data object, then its index object."""
         committed = self._store.committed(key)
-        if committed is None:
-            raise ObjectStoreError(f"{key.name} is not committed here")
+        if committed is None:  # destroyed meanwhile: nothing to upload
+            raise UnknownShuffle(f"{key.name} is no longer here")
         index = committed.index
         parts = (key.app_id, key.shuffle_id, key.partition, key.epoch, str(key.role))
         data_key, index_key = object_key(*parts, "data"), object_key(*parts, "index")
@@ -166,4 +190,9 @@ class Offloader:
         digest = hasher.hexdigest()
         body = {"index": index.to_json(), "size": size, "blake3": digest}
         self.objects.put(index_key, json.dumps(body, sort_keys=True).encode())
+        if self._store.committed(key) is None:
+            # DESTROY removed the files during the upload: its deletion of the objects may have
+            # run before these were written, so they go now (DESTROY removes the files first)
+            self.objects.delete([index_key, data_key])
+            raise UnknownShuffle(f"{key.name} was destroyed during its upload")
         return OffloadedCopy(key, data_key, index_key, size, digest)

@@ -110,6 +110,8 @@ class WorkerGauges:
     connections: Callable[[], dict[str, int]]  # port name -> live connections
     throttled: Callable[[], dict[str, float]]  # throttled app -> its rate (bytes/s)
     load: Callable[[], dict[str, float]] = field(default=lambda: {})
+    # the object-store offload (issue 26): uploaded, uploaded_bytes, failed, pending, lag_seconds
+    offload: Callable[[], dict[str, float]] = field(default=lambda: {})
 
 
 class _WorkerCollector(Collector):
@@ -138,6 +140,12 @@ class _WorkerCollector(Collector):
             throttled.add_metric([app], rate)
         yield throttled
         yield GaugeMetricFamily("croupier_worker_throttled_apps", "Apps throttled now", value=len(rates))
+        for name, value in sorted(self._g.offload().items()):
+            yield GaugeMetricFamily(
+                f"croupier_worker_offload_{name}",
+                f"Object-store offload: {name.replace('_', ' ')}",
+                value=value,
+            )
         yield CounterMetricFamily(
             "croupier_worker_congested_seconds",
             "Seconds during which pushes were answered CONGESTED",

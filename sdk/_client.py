@@ -142,6 +142,8 @@ class Client:
     ) -> None:
         self.url = url
         self._tenant_token = tenant_token or os.environ.get("CROUPIER_TENANT_TOKEN") or None
+        # where readers find copies no worker serves (issue 26, sdk/_objects.py)
+        self.object_store: str | None = os.environ.get("CROUPIER_OBJECT_STORE") or None
         self.config = config or ClientConfig()
         self._curve = curve_client_from_env(curve_server_key or self.config.curve_server_key)
         # signs each app's requests with the key REGISTER_APP returned (PROTOCOL §2.1); shared by
@@ -580,6 +582,12 @@ class Shuffle:
     def writer(self, map_id: int, attempt_id: int = 0) -> Writer:
         """A writer for one attempt of map ``map_id``; use it as a context manager."""
         return Writer(self, map_id, attempt_id)
+
+    def wait_offloaded(self, timeout: float) -> None:
+        """Return once every committed partition has its object copy (issue 26); RequestTimeout."""
+        from croupier._objects import wait_offloaded
+
+        wait_offloaded(self, timeout)
 
     def reader(self, partition: int, *, timeout: float | None = None) -> Reader:
         """An iterable over ``partition``'s records; it waits for the commit first."""

@@ -49,6 +49,7 @@ from croupier._assemble import (
     split_records,
     split_views,
 )
+from croupier._objects import ObjectCopyAbsent, ObjectCopyFailed, object_chunks, store_of
 from croupier._routing import PartitionLocation, WorkerAddress
 from croupier._small import SmallEntry, SmallFetch, send_small
 from croupier.core.codec import from_json, to_json
@@ -71,6 +72,7 @@ from croupier.core.errors import (
 from croupier.core.proof import Verdict
 from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleReadState
 from croupier.core.wire import MsgType
+from croupier.transports.objstore import ObjectStore
 from croupier.transports.rpc import Reply
 
 if TYPE_CHECKING:
@@ -304,6 +306,27 @@ class Reader:
         self._failed_workers.update(w for e, w in failed if e == location.epoch and w in location.workers)
         if not copies:
             self._note(location.epoch, "failed")
+        objects = store_of(self.shuffle.client.object_store)
+        try:
+            yield from self._read_copies(location, copies, objects, selector, context)
+        finally:
+            if objects is not None:
+                objects.close()
+
+    def _read_copies(
+        self,
+        location: PartitionLocation,
+        copies: list[tuple[str, WorkerAddress]],
+        objects: ObjectStore | None,
+        selector: BatchSelector,
+        context: str,
+    ) -> Iterator[bytes | memoryview]:
+        """The worker copies in turn until one reads through, then the object copies."""
+        if objects is not None and all(self._doubtful(a) or not a.known for _, a in copies):
+            # every worker copy is in doubt (all workers gone after the offload): the store first
+            if (yield from self._read_objects(objects, location, selector)):
+                return
+            objects = None
         for i, (role, address) in enumerate(copies):
             outcome = yield from self._try_copy(location, role, address, selector, context)
             self._note(location.epoch, outcome)
@@ -311,6 +334,8 @@ class Reader:
                 return
             if i + 1 < len(copies):
                 self.stats["switches"] += 1
+        if objects is not None:
+            yield from self._read_objects(objects, location, selector)
         # No copy could be read. Whether anything is missing is for the proof to say at the
         # end: a location created after its worker committed (a losing attempt's push after
         # every map ended) is never committed, and one nobody pushed to is unknown.
@@ -364,6 +389,31 @@ class Reader:
             )
             return "absent" if absent else "failed"
         return "read"
+
+    def _read_objects(
+        self, objects: ObjectStore, location: PartitionLocation, selector: BatchSelector
+    ) -> Generator[bytes | memoryview, None, bool]:
+        """Read ``location`` from its object copies (issue 26), primary then replica; whether one
+        read through. A damaged object fails like a damaged worker copy: the other is read."""
+        sh = self.shuffle
+        for role, _ in location.copies():
+            where = f"epoch {location.epoch} object ({role})"
+            damage: list[str] = []
+            try:
+                for chunk in object_chunks(
+                    objects, sh.app_id, sh.shuffle_id, self.partition, location.epoch, role
+                ):
+                    yield from self._chunk_records(chunk, selector, damage)
+                _check_damage(damage)
+            except (ObjectCopyFailed, _CopyFailed) as exc:
+                self._errors.append(f"{where}: {exc}")
+                if not isinstance(exc, ObjectCopyAbsent):
+                    log.warning("partition %d: %s failed: %s", self.partition, where, exc)
+                continue
+            self.stats["object_copies"] = self.stats.get("object_copies", 0) + 1
+            self._note(location.epoch, "read")
+            return True
+        return False
 
     def _note(self, epoch: int, outcome: str) -> None:
         """Record how an epoch went: one copy read beats every failure; a real failure

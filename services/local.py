@@ -360,6 +360,11 @@ class LocalCluster(Service):
             "--memory-tier-fraction",
             repr(self.worker_config.memory_tier_fraction),
             *(
+                ["--object-store", self.worker_config.object_store]
+                if self.worker_config.object_store is not None
+                else []
+            ),
+            *(
                 ["--disk-reserve", str(self.worker_config.disk_reserve)]
                 if self.worker_config.disk_reserve is not None
                 else []

@@ -35,17 +35,19 @@ import pykka
 
 from croupier.actors.flusher import FlusherActor, FlushStats
 from croupier.actors.partition_actor import Failures, PartitionActor
-from croupier.core.commands import RegisterWorker
+from croupier.core.commands import RegisterWorker, ReportOffload
 from croupier.core.config import WorkerConfig
 from croupier.core.dataplane import WorkerInfoReply, encode_reply
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, StaleLocation
+from croupier.core.replies import ChangedReply
 from croupier.core.wire import MAX_CONTROL_FRAME_BYTES, MsgType
 from croupier.dataplane.control import ControlHandler
 from croupier.dataplane.fetch import FetchHandler
 from croupier.dataplane.identity import Identity
 from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
+from croupier.dataplane.offload import OffloadedCopy, Offloader
 from croupier.dataplane.orphans import OrphanSweep
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
@@ -64,6 +66,7 @@ from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
+from croupier.transports.objstore import open_object_store
 from croupier.transports.rpc import Handler, RpcServer
 from croupier.transports.secret import AppTags, ClusterSecret
 
@@ -146,6 +149,7 @@ class WorkerService(Service):
         self._replicator: AsyncRpcClient | None = None
         self._fetch: FetchHandler | None = None
         self._control: ControlHandler | None = None
+        self.offloader: Offloader | None = None
         self._servers: dict[str, RpcServer] = {}
         self._registration: Registration | None = None
         self._flush_stats: list[FlushStats] = []
@@ -244,8 +248,32 @@ class WorkerService(Service):
             split=self.split,
             tier=self.tier,
             app_tags=self._app_tags,
+            offloader=self._offloader(store),
         )
         return fetch, control
+
+    def _offloader(self, store: PartitionStore) -> Offloader | None:
+        """The object-store offload (issue 26), when ``--object-store`` names a store."""
+        if self.config.object_store is None:
+            return None
+        master = MasterClient(
+            self._master_url,
+            timeout=10.0,
+            attempts=3,
+            curve=self._client_curve(),
+            signer=Signer.member(self._secret),
+        )
+
+        def report(copy: OffloadedCopy) -> None:
+            """Each uploaded copy becomes a CopiesOffloaded event in the master's log."""
+            k = copy.key
+            entry = (k.partition, k.epoch, str(k.role), copy.size, copy.digest)
+            master.request(ReportOffload(self.worker_id, k.app_id, k.shuffle_id, (entry,)), ChangedReply)
+
+        self.offloader = Offloader(
+            open_object_store(self.config.object_store), store, on_offloaded=report, on_close=master.close
+        )
+        return self.offloader
 
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
@@ -367,6 +395,7 @@ class WorkerService(Service):
                     {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
                 ),
                 load=lambda: dict(self.load),
+                offload=lambda: self.offloader.stats() if self.offloader is not None else {},
             )
         )
         if self._http_listen is not None:
@@ -398,6 +427,7 @@ class WorkerService(Service):
             "dirs": dirs,
             "throttled": sorted(self.throttle.throttled) if self.throttle is not None else [],
             "load": self.load,
+            "offload": self.offloader.stats() if self.offloader is not None else None,
         }
 
     def _client_curve(self) -> CurveClient | None:

@@ -119,6 +119,12 @@ def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
         help="free bytes each data directory keeps; below it the directory gets no new locations"
         " (auto: the smaller of 5GiB and 10%% of its filesystem)",
     )
+    w.add_argument(
+        "--object-store",
+        default=None,
+        metavar="s3://BUCKET/PREFIX",
+        help="upload every committed copy there too (endpoint and credentials: the AWS_* variables)",
+    )
 
 
 def worker_config(args: argparse.Namespace) -> WorkerConfig:
@@ -141,6 +147,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         memory_tier_max=parse_size(args.memory_tier_max),
         memory_tier_fraction=args.memory_tier_fraction,
         disk_reserve=None if args.disk_reserve in (None, "auto") else parse_size(args.disk_reserve),
+        object_store=args.object_store,
     )
 
 

@@ -49,8 +49,29 @@ def register_worker() -> st.SearchStrategy[c.Command]:
     )
 
 
+def report_offload(
+    apps: st.SearchStrategy[str], shuffles: st.SearchStrategy[int]
+) -> st.SearchStrategy[c.Command]:
+    """A worker's REPORT_OFFLOAD (issue 26): a few copies, some repeated across reports."""
+    copy = st.tuples(
+        st.integers(0, 8),
+        st.integers(0, 2),
+        st.sampled_from(["primary", "replica"]),
+        st.integers(0, 10**6),
+        st.sampled_from(["0" * 64, "ab" * 32]),
+    )
+    return st.builds(
+        c.ReportOffload,
+        worker_id=worker_ids,
+        app_id=apps,
+        shuffle_id=shuffles,
+        copies=st.lists(copy, min_size=1, max_size=3).map(tuple),
+    )
+
+
 commands: st.SearchStrategy[c.Command] = st.one_of(
     register_worker(),
+    report_offload(app_ids, shuffle_ids),
     st.builds(c.WorkerHeartbeat, worker_id=worker_ids, incarnation=st.sampled_from(["i1", "i2"])),
     st.builds(c.LoseWorker, worker_id=worker_ids),
     st.builds(c.ExcludeWorker, worker_id=worker_ids, excluded=st.booleans()),
@@ -115,6 +136,7 @@ setup: st.SearchStrategy[list[c.Command]] = st.builds(
 )
 busy: st.SearchStrategy[c.Command] = st.one_of(
     commands,
+    report_offload(st.just("a0"), st.just(0)),
     mapper_end(st.just("a0"), st.just(0), st.integers(0, 1), st.integers(0, 4)),
     st.builds(
         c.ReportCommit,

@@ -13,7 +13,7 @@ def test_every_message_type_has_an_access_level() -> None:
 def test_the_levels_of_the_contract() -> None:
     member = {"REPORT_COMMIT", "EXPIRE_APP", "TAKE_OVER", "COMMIT_FILES", "DESTROY", "RESERVE"}
     member |= {"REGISTER_WORKER", "WORKER_HEARTBEAT", "REPLICATE", "LOSE_WORKER", "EXCLUDE_WORKER"}
-    member |= {"DECOMMISSION_WORKER", "WORKER_INFO"}
+    member |= {"DECOMMISSION_WORKER", "WORKER_INFO", "REPORT_OFFLOAD"}
     opened = {"PING", "STATUS", "REGISTER_APP"}
     for t in MsgType:
         want = Access.MEMBER if t.name in member else Access.OPEN if t.name in opened else Access.APP

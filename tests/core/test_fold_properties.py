@@ -139,6 +139,12 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
             for text in ("host", "incarnation", "reason", "name", "leader", "tenant")
         },
         "key_tag": st.sampled_from(["", "0123456789abcdef"]),
+        "copies": st.lists(
+            st.tuples(
+                small, st.integers(0, 2), st.sampled_from(["primary", "replica"]), small, st.just("0" * 64)
+            ),
+            max_size=3,
+        ).map(tuple),
     }
 
 

@@ -1,0 +1,137 @@
+"""Reading partition copies from the object store (issue 26), and ``Shuffle.wait_offloaded``.
+
+A worker uploads each committed copy as two objects (``dataplane/offload.py``): the data
+(the batches, exactly as in its file) and, once the data is whole, its index (the chunk index,
+the data's size and BLAKE3). A reader that no worker copy could serve reads the index object,
+then each chunk with one ranged GET: the chunks are parsed, digests checked and batches chosen
+by the same code as a worker's chunks (``_reader.Reader._chunk_records``), so the completeness
+proof applies to object copies exactly as to worker copies.
+
+The store is the client's ``object_store`` URL (default: ``$CROUPIER_OBJECT_STORE``), with the
+same AWS variables as the workers'.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from croupier.core.commands import MAX_PARTITIONS_PER_CALL, GetLocationsBatch
+from croupier.core.errors import RequestTimeout
+from croupier.core.replies import LocationsBatchReply
+from croupier.transports.objstore import (
+    ObjectNotFound,
+    ObjectStore,
+    ObjectStoreError,
+    object_key,
+    open_object_store,
+)
+
+if TYPE_CHECKING:
+    from croupier._client import Shuffle
+
+__all__ = ["ObjectCopyAbsent", "ObjectCopyFailed", "object_chunks", "store_of", "wait_offloaded"]
+
+
+class ObjectCopyFailed(Exception):
+    """The object copy cannot be read (its index is malformed, a range failed)."""
+
+
+class ObjectCopyAbsent(ObjectCopyFailed):
+    """No object copy of this location (not offloaded, or deleted)."""
+
+
+def store_of(url: str | None) -> ObjectStore | None:
+    """The store a URL names (None: none); its caller closes it (its connections with it)."""
+    return open_object_store(url) if url else None
+
+
+def _index(store: ObjectStore, key: str) -> dict[str, Any]:
+    size = store.size(key)
+    if size is None:
+        raise ObjectCopyAbsent(f"no object {key}")
+    try:
+        body: Any = json.loads(store.get_range(key, 0, size)) if size else {}
+        index = body["index"]
+        chunks = [(int(o), int(n)) for o, n in index["chunks"]]
+        return {"chunks": chunks, "size": int(body["size"])}
+    except ObjectNotFound as exc:
+        raise ObjectCopyAbsent(str(exc)) from exc
+    except (ObjectStoreError, ValueError, KeyError, TypeError) as exc:
+        raise ObjectCopyFailed(f"index object {key} is unreadable: {exc}") from exc
+
+
+def object_chunks(
+    store: ObjectStore, app_id: str, shuffle_id: int, partition: int, epoch: int, role: str
+) -> Iterator[memoryview]:
+    """The chunks of one object copy, in order (a ranged GET each).
+
+    Raises:
+        ObjectCopyAbsent: no index object: the copy was not offloaded.
+        ObjectCopyFailed: a malformed index, or a data object shorter than its index says.
+    """
+    where = (app_id, shuffle_id, partition, epoch, role)
+    index = _index(store, object_key(*where, "index"))
+    data_key = object_key(*where, "data")
+    size = store.size(data_key)
+    if size != index["size"]:
+        raise ObjectCopyFailed(f"object {data_key}: {size} bytes, its index says {index['size']}")
+    for offset, length in index["chunks"]:
+        try:
+            yield memoryview(store.get_range(data_key, offset, length))
+        except ObjectStoreError as exc:
+            raise ObjectCopyFailed(str(exc)) from exc
+
+
+def _offloaded(store: ObjectStore, app_id: str, shuffle_id: int, reply: LocationsBatchReply) -> bool:
+    """Whether every epoch of every partition in ``reply`` has an object copy (one role of the
+    copies the commit did not fail)."""
+    for entry in reply.partitions:
+        failed = set(entry.failed_copies)
+        for loc in entry.locations:
+            roles = [role for role, a in loc.copies() if (loc.epoch, a.worker_id) not in failed]
+            keys = [object_key(app_id, shuffle_id, entry.partition, loc.epoch, r, "index") for r in roles]
+            if keys and not any(store.size(k) is not None for k in keys):
+                return False
+    return True
+
+
+def wait_offloaded(shuffle: Shuffle, timeout: float) -> None:
+    """Return once every committed partition of ``shuffle`` has its object copy.
+
+    Raises:
+        ValueError: the client has no object store.
+        RequestTimeout: not all offloaded within ``timeout`` seconds.
+    """
+    store = store_of(shuffle.client.object_store)
+    if store is None:
+        raise ValueError(
+            "this client has no object store (connect(..., object_store=) or $CROUPIER_OBJECT_STORE)"
+        )
+    try:
+        _wait(store, shuffle, timeout)
+    finally:
+        store.close()
+
+
+def _wait(store: ObjectStore, shuffle: Shuffle, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    step = MAX_PARTITIONS_PER_CALL
+    while True:
+        done = True
+        for first in range(0, shuffle.num_partitions, step):
+            partitions = tuple(range(first, min(first + step, shuffle.num_partitions)))
+            command = GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, partitions)
+            reply = shuffle.master.request(command, LocationsBatchReply)
+            if not (reply.committed and _offloaded(store, shuffle.app_id, shuffle.shuffle_id, reply)):
+                done = False
+                break
+        if done:
+            return
+        if time.monotonic() > deadline:
+            raise RequestTimeout(
+                f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} not offloaded within {timeout:g} s"
+            )
+        time.sleep(0.2)
