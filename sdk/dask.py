@@ -68,7 +68,7 @@ import croupier
 from croupier.core.commands import AppHeartbeat
 from croupier.core.config import ClientConfig
 from croupier.core.errors import Conflict, CroupierError, DataLostError
-from croupier.core.replies import AppHeartbeatReply, ChangedReply
+from croupier.core.replies import AppHeartbeatReply
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -470,13 +470,12 @@ def unregister(url: str, app_id: str, *, config: ClientConfig | None = None) -> 
     """Unregister app ``app_id`` (its shuffles' files are deleted). On a cluster with a secret,
     pass the handle of one of its shuffles (``ShuffleSpec.handle``) instead: it carries the key."""
     from croupier._client import HANDLE_PREFIX, parse_handle
-    from croupier.core.commands import UnregisterApp
 
     with croupier.connect(url, config=config) as client:
         if app_id.startswith(f"{HANDLE_PREFIX}:"):
             app_id, _, key = parse_handle(app_id)
             client._learn_key(app_id, key)
-        client._master.request(UnregisterApp(app_id), ChangedReply)
+        client.unregister_app(app_id)
 
 
 class ShuffleService:
