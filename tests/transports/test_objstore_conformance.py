@@ -81,13 +81,6 @@ def test_list_by_prefix_then_delete(store: ObjectStore) -> None:
     store.delete([])
 
 
-def test_an_overwrite_replaces_the_whole_object(store: ObjectStore) -> None:
-    store.put("k", b"first version")
-    store.put("k", b"second")
-    assert store.size("k") == 6
-    assert store.get_range("k", 0, 6) == b"second"
-
-
 def test_urls() -> None:
     assert parse_url("s3://bucket/a/prefix/") == ("s3", "bucket", "a/prefix")
     assert parse_url("s3://bucket") == ("s3", "bucket", "")
