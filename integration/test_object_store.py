@@ -1,7 +1,8 @@
 """Issue 26 through real processes and a real S3 server (SeaweedFS, tests/seaweed.py): committed
 copies are offloaded to the object store; after ``wait_offloaded`` every worker can be killed and
 every record is still read back exactly once, from the store; a damaged object is read from its
-replica object, or is a DataLostError naming the pairs; unregistering deletes the objects."""
+replica object, or is a DataLostError naming the pairs; unregistering or expiry deletes the
+objects."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 
 import croupier
+from croupier.core.commands import ExpireApp
 from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.errors import DataLostError
 from croupier.services.local import LocalCluster
+from croupier.transports.auth import Signer
+from croupier.transports.master_client import MasterClient
 from croupier.transports.objstore import ObjectStore, open_object_store
 from integration.test_data_plane import check_all, wait_lost, write_all
 
@@ -110,7 +114,18 @@ def test_a_damaged_object_is_read_from_its_replica_object_or_is_data_lost_naming
         app.unregister()
 
 
-def test_unregister_deletes_the_objects(cluster: LocalCluster, bucket: tuple[str, ObjectStore]) -> None:
+def _gone(store: ObjectStore, app_id: str) -> None:
+    for _ in range(200):
+        if not store.list(f"{app_id}/"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"objects left: {store.list(app_id + '/')}")
+
+
+@pytest.mark.parametrize("how", ["unregister", "expiry"])
+def test_unregister_and_expiry_delete_the_objects(
+    cluster: LocalCluster, bucket: tuple[str, ObjectStore], how: str
+) -> None:
     url, store = bucket
     with croupier.connect(cluster.master_url) as client:
         client.object_store = url
@@ -119,9 +134,9 @@ def test_unregister_deletes_the_objects(cluster: LocalCluster, bucket: tuple[str
         write_all(sh, 2, 4, 50)
         sh.wait_offloaded(60)
         assert store.list(f"{sh.app_id}/")
-        app.unregister()
-        for _ in range(200):
-            if not store.list(f"{sh.app_id}/"):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"objects left after unregister: {store.list(sh.app_id + '/')}")
+        if how == "unregister":
+            app.unregister()
+        else:  # what the app's actor sends when its heartbeats stop
+            with MasterClient(cluster.master_url, signer=Signer.member(cluster.secret)) as master:
+                assert master.call(ExpireApp(sh.app_id))["changed"]
+        _gone(store, sh.app_id)
