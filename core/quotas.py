@@ -8,7 +8,8 @@ A tenant is a name, a token and four quotas, each a limit or unlimited (None):
     partitions        the sum of ``num_partitions`` of those shuffles
     bytes_in_flight   bytes pushed to those shuffles not yet committed (primary copies, as the
                       workers report them in WORKER_HEARTBEAT ``pushed``: soft state)
-    bytes_stored      ``total_bytes`` of those shuffles that are committed
+    bytes_stored      ``total_bytes`` of those shuffles that are committed, plus the sizes of
+                      their copies in the object store (``CopiesOffloaded``, issue 26)
 
 They are checked at REGISTER_SHUFFLE (``check_shuffle``), as Celeborn checks its quotas at
 registration: a new shuffle is refused when it would take the tenant past its shuffles or
@@ -240,6 +241,8 @@ def tenant_usage(state: MasterState, pushed: Pushed) -> dict[str, Usage]:
         row = counts.setdefault(owner.tenant, [0, 0, 0, 0, 0])
         row[1] += 1
         row[2] += info.num_partitions
+        # the object store's copies count too (issue 26): uploaded after the commit
+        row[4] += sum(entry[3] for entry in info.offloaded)
         if info.commit is not None:
             row[4] += info.commit.total_bytes
         else:

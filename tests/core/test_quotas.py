@@ -180,6 +180,20 @@ def test_bytes_stored_quota_counts_committed_shuffles(master: Master) -> None:
     assert rows["adhoc"].apps == 0 and rows["adhoc"].max_shuffles == 1
 
 
+def test_bytes_in_the_object_store_count_in_bytes_stored(master: Master) -> None:
+    master(c.RegisterApp("job", "app1", tenant_token="etl-secret-token"))
+    master(c.RegisterShuffle("app1", 1, 1))
+    master(c.MapperEnd("app1", 0, 0, 0, 1, "AQ=="))
+    master(c.ReportCommit("app1", 0, total_bytes=1500))
+    copies = ((0, 0, "primary", 1500, "0" * 64), (0, 0, "replica", 1500, "0" * 64))
+    assert master(c.ReportOffload("w0", "app1", 0, copies))["changed"]
+    assert not master(c.ReportOffload("w1", "app1", 0, copies[:1]))["changed"]  # recorded already
+    rows = {r.tenant: r for r in tenant_rows(master.state, master.ctx)}
+    assert rows["etl"].bytes_stored == 1500 + 3000
+    details = _refusal(master, c.RegisterShuffle("app1", 1, 1))
+    assert details["quota"] == "bytes_stored" and details["usage"] == 4500
+
+
 def test_tenant_survives_replay_and_snapshot(master: Master) -> None:
     master(c.RegisterApp("job", "app1", tenant_token="adhoc-secret-token"))
     replayed = MasterState()
