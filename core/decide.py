@@ -97,10 +97,10 @@ from croupier.core.replies import (
     WinnerRunsWire,
     WorkerAddress,
     WorkerHeartbeatReply,
-    WorkerRow,
 )
 from croupier.core.rerun import get_lost_maps, rerun_maps
-from croupier.core.state import Location, MasterState, ShuffleInfo, WorkerInfo
+from croupier.core.state import Location, MasterState, ShuffleInfo
+from croupier.core.worker_rows import shown_status, worker_row
 
 __all__ = ["Decision", "decide", "locations_batch_reply", "locations_reply", "shuffle_reply", "status_reply"]
 
@@ -248,31 +248,12 @@ def status_reply(state: MasterState) -> StatusReply:
         state.term,
         state.leader,
         state.seq,
-        tuple(_worker_row(w) for w in sorted(state.workers.values(), key=lambda w: w.worker_id)),
+        tuple(worker_row(w) for w in sorted(state.workers.values(), key=lambda w: w.worker_id)),
         tuple(
             AppRow(a.app_id, a.name, len(state.app_shuffles(a.app_id)))
             for a in sorted(state.apps.values(), key=lambda a: a.app_id)
         ),
         tuple(shuffle_reply(s) for _, s in sorted(state.shuffles.items())),
-    )
-
-
-def shown_status(w: WorkerInfo) -> WorkerStatus:
-    """A worker's status as STATUS rows and heartbeat replies show it: a decommissioning
-    worker that no registered shuffle holds a slot on (``used_slots`` 0: every shuffle placed
-    or revived on it was unregistered or expired) is ``drained``, and may exit."""
-    if w.status == WorkerStatus.DECOMMISSIONING and w.used_slots == 0:
-        return WorkerStatus.DRAINED
-    return w.status
-
-
-def _worker_row(w: WorkerInfo) -> WorkerRow:
-    return WorkerRow(
-        *(w.worker_id, w.host, w.control_port, w.push_port, w.replicate_port, w.fetch_port),
-        *(w.incarnation, shown_status(w)),
-        slots=w.slots,
-        used_slots=w.used_slots,
-        excluded=w.excluded,
     )
 
 
