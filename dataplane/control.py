@@ -117,7 +117,8 @@ class ControlHandler:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
             self._learn_tag(cmd.app_id, cmd.key_tag)
-            self._store.save_key_tag(cmd.app_id, cmd.key_tag or "")  # for a restart (PROTOCOL §5.4)
+            # the tag in force, for a restart (PROTOCOL §5.4)
+            self._store.save_key_tag(cmd.app_id, self._app_tags.get(cmd.app_id) or "")
             self._forget(cmd.app_id, cmd.shuffle_id)
             commit_files(
                 cmd,
@@ -152,6 +153,10 @@ class ControlHandler:
             CroupierError: those files cannot be removed (the tag is not changed then).
         """
         known = self._app_tags.get(app_id)
+        if known and not tag:
+            # no tag said: only an app logged before tags has none, and a registration that
+            # came after a tagged one always has one, so this is not a new registration
+            return
         if known is not None and known != (tag or ""):
             log.warning("app %s has a new registration: destroying what is held of the earlier one", app_id)
             self._forget(app_id, None)

@@ -82,7 +82,10 @@ class Driver:
             except OSError:
                 continue
             text = [c.decode(errors="replace") for c in cmd]
-            if any("CoarseGrainedExecutorBackend" in c for c in text) and self.app_id in text:
+            # two local-clusters started in the same second give their apps the same id:
+            # only the executors this driver's process tree started are its own
+            executor = any("CoarseGrainedExecutorBackend" in c for c in text) and self.app_id in text
+            if executor and _descends_from(int(entry), self.popen.pid):
                 pids.append(int(entry))
         return sorted(pids)
 
@@ -133,3 +136,16 @@ def croupier_app(cluster: LocalCluster, driver: Driver) -> str:
     ]
     assert len(apps) == 1, cluster.status()["apps"]
     return apps[0]
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is ``pid`` or one of its ancestors (read from ``/proc``)."""
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state is the ppid
+    return False

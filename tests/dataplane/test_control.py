@@ -226,3 +226,14 @@ def test_the_same_tag_again_keeps_the_files(control: Control) -> None:
     control.tags.set("app-1", TAG_1)
     control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 0, key_tag=TAG_1)))
     assert control.store.committed(k) is not None and control.tags.get("app-1") == TAG_1
+
+
+def test_a_message_without_a_tag_keeps_a_tagged_apps_files_and_tag(control: Control) -> None:
+    """Only an app logged before key tags has none: a COMMIT_FILES that names no tag for an app
+    whose registration has one is not a new registration (it destroyed the app's reservations)."""
+    k = key(app="app-1", shuffle=0)
+    committed_file(control.store, k)
+    control.tags.set("app-1", TAG_1)
+    control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 0)))
+    assert control.store.committed(k) is not None and control.tags.get("app-1") == TAG_1
+    assert MemoryPartitionStore(control.store.backing).key_tag("app-1") == TAG_1
