@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from croupier.core.config import MasterConfig, WorkerConfig
+from croupier.services.local import LocalCluster
 from croupier.transports.auth import Signer
 from croupier.transports.secret import load_secret_file
 
@@ -93,3 +95,16 @@ def wait_until(predicate: Any, timeout: float = 20.0, interval: float = 0.05) ->
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(interval)
+
+
+def fault_cluster(workers: int, base: Path, **worker_settings: Any) -> LocalCluster:
+    """A cluster of worker processes that notices a killed worker within seconds: the fault
+    tests' cluster (worker timeout 3 s, heartbeats every 0.5 s, takeover grace 1 s).
+    ``worker_settings`` are further ``WorkerConfig`` fields."""
+    return LocalCluster(
+        workers,
+        base,
+        processes=True,
+        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
+        worker_config=WorkerConfig(heartbeat_interval=0.5, **worker_settings),
+    )

@@ -27,8 +27,9 @@ import pandas as pd
 
 import croupier
 import croupier.dask
-from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
+from croupier.core.config import ClientConfig
 from croupier.services.local import LocalCluster
+from integration.procs import fault_cluster
 from integration.test_data_plane import wait_lost
 
 pytestmark = pytest.mark.integration
@@ -39,13 +40,7 @@ FAST = ClientConfig(rpc_timeout=5.0, fetch_timeout=3.0)
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        5,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
+    with fault_cluster(5, tmp_path / "cluster") as cl:
         yield cl
 
 

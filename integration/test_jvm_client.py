@@ -19,7 +19,7 @@ import pytest
 import croupier
 from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
-from integration.procs import admin
+from integration.procs import admin, fault_cluster
 from tests.jvm.harness import build_test_classpath, run_java, spark_jars_or_skip
 
 pytestmark = pytest.mark.integration
@@ -35,13 +35,7 @@ def java_cp() -> str:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
+    with fault_cluster(3, tmp_path / "cluster") as cl:
         yield cl
 
 
@@ -109,13 +103,7 @@ def test_java_names_the_lost_pairs_then_reruns_only_the_lost_maps(java_cp: str, 
     the Java reader reads everything else, then raises DATA_LOST naming exactly the pairs of the
     partitions that pair held; GET_LOST_MAPS + RERUN_MAPS from Java, new attempts, exact read."""
     with (
-        LocalCluster(
-            5,
-            tmp_path / "cluster",
-            processes=True,
-            master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-            worker_config=WorkerConfig(heartbeat_interval=0.5),
-        ) as cluster,
+        fault_cluster(5, tmp_path / "cluster") as cluster,
         croupier.connect(cluster.master_url, config=FAST) as client,
     ):
         app = client.register_app("jvm-lost")

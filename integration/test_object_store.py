@@ -15,12 +15,12 @@ import pytest
 
 import croupier
 from croupier.core.commands import ExpireApp
-from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.core.errors import DataLostError
 from croupier.services.local import LocalCluster
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.objstore import ObjectStore, open_object_store
+from integration.procs import fault_cluster
 from integration.test_data_plane import check_all, wait_lost, write_all
 
 pytestmark = pytest.mark.integration
@@ -38,13 +38,7 @@ def bucket(seaweed: Any) -> Iterator[tuple[str, ObjectStore]]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, bucket: tuple[str, ObjectStore]) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        3,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5, memory_tier_max=0, object_store=bucket[0]),
-    ) as cl:
+    with fault_cluster(3, tmp_path / "cluster", memory_tier_max=0, object_store=bucket[0]) as cl:
         yield cl
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import croupier
-from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
+from croupier.core.config import ClientConfig
 from croupier.core.errors import Conflict, DataLostError
 from croupier.services.local import LocalCluster
-from integration.procs import wait_until
+from integration.procs import fault_cluster, wait_until
 from integration.test_data_plane import check_all, wait_lost
 
 pytestmark = pytest.mark.integration
@@ -24,13 +24,7 @@ FAST = ClientConfig(rpc_timeout=5.0, fetch_timeout=3.0)
 
 @pytest.fixture(params=[5])
 def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
-    with LocalCluster(
-        request.param,
-        tmp_path / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
+    with fault_cluster(request.param, tmp_path / "cluster") as cl:
         yield cl
 
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from croupier.core.config import MasterConfig, WorkerConfig
 from croupier.services.local import LocalCluster
+from integration.procs import fault_cluster
 from integration.spark.harness import Driver, missing, spark_conf
 
 
@@ -29,13 +29,7 @@ def croupier_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
     base = tmp_path_factory.mktemp("croupier")
     # 5 workers: the fault tests kill 1, then 2 more, and never restart one (a restarted worker
     # would be a new child process of the test, which its leak check refuses)
-    with LocalCluster(
-        5,
-        base / "cluster",
-        processes=True,
-        master_config=MasterConfig(worker_timeout=3.0, takeover_grace=1.0),
-        worker_config=WorkerConfig(heartbeat_interval=0.5),
-    ) as cl:
+    with fault_cluster(5, base / "cluster") as cl:
         yield cl
 
 
