@@ -92,7 +92,13 @@ def _sample(cls: type, name: str) -> Any:
     """A valid value for a required command field, by its name (robust to new fields)."""
     if cls is MapperEnd and name == "partitions":
         return "AQ=="  # a bitmap of partition 0 (MAPPER_END declares what it wrote)
-    named: dict[str, Any] = {"partitions": (0, 1), "maps": (0, 1), "leader": "tcp://h:1", "host": "h"}
+    named: dict[str, Any] = {
+        "partitions": (0, 1),
+        "maps": (0, 1),
+        "leader": "tcp://h:1",
+        "host": "h",
+        "copies": ((0, 0, "primary", 1, "0" * 64),),  # REPORT_OFFLOAD: partition, epoch, role, size, digest
+    }
     if name in named:
         return named[name]
     if name in ("app_id", "worker_id", "incarnation", "name", "reason"):

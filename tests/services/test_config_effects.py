@@ -181,7 +181,8 @@ def _sweeps_by_itself() -> bool:
         return _wait(lambda: _statuses(client) == {"w0": "lost"})
 
 
-def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
+def test_every_worker_setting_takes_effect(tmp_path: Path, seaweed: Any) -> None:
+    bucket = seaweed.new_bucket_url()  # a real S3 server (SeaweedFS), started once per session
     config = WorkerConfig(
         heartbeat_interval=0.1,
         slots=7,
@@ -200,6 +201,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
         memory_tier_max=50_000,
         memory_tier_fraction=0.05,
         disk_reserve=12345,
+        object_store=bucket,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -226,6 +228,8 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             assert sum(1 for _ in reader) == 600
             chunks = reader.stats["chunks"]
             tiered = len(worker.tier)
+            client.object_store = bucket
+            shuffle.wait_offloaded(60)  # RequestTimeout unless every committed copy is in the bucket
         with RpcClient(worker.urls["control"], timeout=5.0, retries=0) as rpc:
             info = rpc.call(MsgType.WORKER_INFO).body
         flush_writes = sum(
@@ -269,6 +273,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path) -> None:
             # 60 kB into one partition: its location passed 20 kB, and the writer moved on
             "split_threshold": lambda value: worker.split.threshold == value and soft_splits >= 1,
             "disk_reserve": lambda value: [d[3] for d in reported_dirs] == [value],
+            "object_store": lambda value: worker.offloader is not None and value == bucket,
         }
         _check_all(config, checks)
 
