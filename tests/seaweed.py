@@ -71,7 +71,8 @@ class SeaweedServer:
             f"-s3.port={p[6]}", f"-s3.port.grpc={p[7]}",
             "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.autoCreateBucket",
             f"-s3.config={self.dir / 's3.json'}",
-            "-master.volumeSizeLimitMB=64", "-volume.max=50",
+            # each bucket (a collection) grows volumes of its own: room for every bucket of a full run
+            "-master.volumeSizeLimitMB=64", "-volume.max=1000",
         ]  # fmt: skip
         self._log = open(self.dir / "weed.log", "wb")  # noqa: SIM115 (closed in stop)
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.dir)
