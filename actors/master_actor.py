@@ -306,6 +306,7 @@ class MasterActor(pykka.ThreadingActor):
             for info in self.state.app_shuffles(app.app_id):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
         if self._coordinator is not None:
+            self._coordinator.apps_loaded(self.state.apps)
             for worker in self.state.workers.values():
                 self._coordinator.set_lost(worker.worker_id, worker.status == WorkerStatus.LOST)
         for info in self.state.shuffles.values():
@@ -559,6 +560,8 @@ class MasterActor(pykka.ThreadingActor):
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppRegistered(app_id=app_id, key_tag=tag):
                 self._app_tags.set(app_id, tag)
+                if self._coordinator is not None:
+                    self._coordinator.app_registered(app_id)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
                 self._app_tags.drop(app_id)
                 ref = self._apps.pop(app_id, None)
@@ -632,6 +635,8 @@ class MasterActor(pykka.ThreadingActor):
                 )
         for ref in self._apps.values():
             ref.tell(AppTick(now))
+        if self._coordinator is not None:
+            self._coordinator.tick(now)
 
     def _status(self) -> dict[str, Any]:
         command = Status()
