@@ -28,7 +28,8 @@ Durability is what the disks give before a commit: a batch is acknowledged once 
 memory on both of its workers; each copy is written to its own object (its own role's key).
 
 Memory stays bounded: each open overflowed location holds at most two parts (the one filling,
-the one uploading), and at most ``max_open`` locations are open in the object store at once. Past
+the one uploading), and at most ``max_open`` locations are open in the object store at once (the
+worker allows a quarter of its memory cap: ``max_open_for``). Past
 that a location that needs the object store fails as a full disk did before (``HARD_SPLIT``):
 the writer revives the partition elsewhere.
 
@@ -69,11 +70,17 @@ from croupier.transports.objstore import (
     object_key,
 )
 
-__all__ = ["OverflowStore", "overflowed_keys"]
+__all__ = ["OverflowStore", "max_open_for", "overflowed_keys"]
 
 log = logging.getLogger(__name__)
 
 _STEP = 1 << 20  # the bytes of a disk file moved to the object store per read
+
+
+def max_open_for(memory_cap: int, part: int = WRITER_PART) -> int:
+    """The overflowed locations a worker with ``memory_cap`` keeps open at once: their parts
+    (two each) take at most a quarter of the cap, and at least two are allowed."""
+    return max(2, memory_cap // (8 * part))
 
 
 def overflowed_keys(key: LocationKey) -> tuple[str, str]:

@@ -100,7 +100,8 @@ def test_disk_full_on_every_worker_mid_shuffle_the_writers_succeed_and_the_data_
         # what the disks could not: every byte pushed after they filled, but the ~1.5 MiB left
         disks = on_disks(cluster)
         objects = {o.key: o.size for o in store.list(f"{sh.app_id}/{sh.shuffle_id}/")}
-        spilled = {k: n for k, n in objects.items() if k.endswith(".data") and k.split("/")[-1][:-5] not in disks}
+        data = {k: n for k, n in objects.items() if k.endswith(".data")}
+        spilled = {k: n for k, n in data.items() if k.split("/")[-1].removesuffix(".data") not in disks}
         pushed_after = 2 * 9 * MiB
         assert sum(spilled.values()) >= pushed_after - WORKERS * 1536 * 1024, (disks, objects)
         for k in spilled:  # each with its index object (written at the commit, after the data)

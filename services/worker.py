@@ -49,7 +49,7 @@ from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.offload import OffloadedCopy, Offloader
 from croupier.dataplane.orphans import OrphanSweep
-from croupier.dataplane.overflow import OverflowStore
+from croupier.dataplane.overflow import OverflowStore, max_open_for
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
@@ -286,7 +286,8 @@ class WorkerService(Service):
             self.dirs, fsync=self.config.commit_fsync, reserve=self.config.disk_reserve
         )
         if self.config.object_store is not None:  # full disks spill to the object store (issue 26)
-            store = self.store = OverflowStore(store, open_object_store(self.config.object_store))
+            objects = open_object_store(self.config.object_store)
+            store = self.store = OverflowStore(store, objects, max_open=max_open_for(self.config.memory_cap))
         self._room = DiskRoom(store.dir_states, self.config.memory_cap)
         committed = store.scan()
         if committed:
