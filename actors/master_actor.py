@@ -248,6 +248,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
+        self._overflows: set[str] = set()  # workers whose full disks spill to an object store
         self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
@@ -542,9 +543,12 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
+        if isinstance(command, WorkerHeartbeat):  # full disks that spill to a bucket have room
+            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
-        full = tuple(sorted(w for w, dirs in self._worker_dirs.items() if not usable(dirs)))
+        dirs = self._worker_dirs.items()
+        full = tuple(sorted(w for w, d in dirs if not usable(d) and w not in self._overflows))
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
         return dataclasses.replace(command, full=full)

@@ -21,6 +21,7 @@ range past the end of an object is an :class:`ObjectStoreError`.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -29,11 +30,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+log = logging.getLogger(__name__)
+
 # a file bigger than this goes up as a multipart upload in parts of this size
 MULTIPART_PART = 8 << 20
 # parts of one multipart upload in flight at once: what one upload holds in memory is
 # MULTIPART_PART * MULTIPART_CONCURRENCY
 MULTIPART_CONCURRENCY = 4
+# the part size of a streamed writer (``open_writer``): S3's smallest part but the last
+WRITER_PART = 5 << 20
 
 
 class ObjectStoreError(Exception):
@@ -51,6 +56,24 @@ class ObjectInfo:
     modified: float = 0.0  # when it was written, seconds since the epoch (the server's clock)
 
 
+class ObjectWriter(Protocol):
+    """One object written piece by piece (``ObjectStore.open_writer``): nothing is visible under
+    its key until ``close`` completes it, whole and final; ``abort`` leaves nothing behind.
+    It holds at most two parts in memory (the one filling, the one uploading)."""
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append ``data`` (ObjectStoreError: the upload failed; the writer is then unusable)."""
+        ...
+
+    def close(self) -> None:
+        """Complete the upload: the object is final (ObjectStoreError: it is not)."""
+        ...
+
+    def abort(self) -> None:
+        """Give the upload up: no object appears (idempotent; a no-op after ``close``)."""
+        ...
+
+
 class ObjectStore(Protocol):
     """The port: a bucket and a prefix, keys relative to it."""
 
@@ -61,6 +84,11 @@ class ObjectStore(Protocol):
     def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
         """Upload ``parts`` in order as one final object, a multipart upload holding at most
         MULTIPART_PART * MULTIPART_CONCURRENCY bytes in flight; its size."""
+        ...
+
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        """A writer of one final object under ``key``, streamed as a multipart upload in parts
+        of ``part`` bytes (one PUT at ``close`` when it stays smaller)."""
         ...
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
@@ -142,6 +170,9 @@ class MemoryObjectStore:
         self.put(key, data)
         return len(data)
 
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        return _MemoryWriter(self, key)
+
     def get_range(self, key: str, start: int, length: int) -> bytes:
         _check_range(key, start, length)
         with self._bucket.lock:
@@ -188,6 +219,28 @@ class MemoryObjectStore:
 
     def close(self) -> None:
         return None
+
+
+class _MemoryWriter:
+    """The twin's writer: a bytearray, put whole at ``close``."""
+
+    def __init__(self, store: MemoryObjectStore, key: str) -> None:
+        self._store, self._key = store, key
+        self._data: bytearray | None = bytearray()
+
+    def write(self, data: bytes | memoryview) -> None:
+        if self._data is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        self._data += data
+
+    def close(self) -> None:
+        if self._data is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        data, self._data = bytes(self._data), None
+        self._store.put(self._key, data)
+
+    def abort(self) -> None:
+        self._data = None
 
 
 def _s3_config() -> dict[str, Any]:
@@ -252,6 +305,9 @@ class S3ObjectStore:
             raise ObjectStoreError(f"put {key}: {exc}") from exc
         return size
 
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        return _S3Writer(self._store, key, part)
+
     def get_range(self, key: str, start: int, length: int) -> bytes:
         import obstore
 
@@ -305,6 +361,43 @@ class S3ObjectStore:
 
     def close(self) -> None:
         self._store = None
+
+
+class _S3Writer:
+    """obstore's buffered writer: parts of ``part`` bytes, one uploading at a time."""
+
+    def __init__(self, store: Any, key: str, part: int) -> None:
+        import obstore
+
+        self._key = key
+        self._file: Any = obstore.open_writer(store, key, buffer_size=part, max_concurrency=1)
+
+    def write(self, data: bytes | memoryview) -> None:
+        if self._file is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        try:
+            self._file.write(data)
+        except Exception as exc:
+            self.abort()
+            raise ObjectStoreError(f"put {self._key}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._file is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except Exception as exc:
+            raise ObjectStoreError(f"put {self._key}: {exc}") from exc
+
+    def abort(self) -> None:
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:  # leaving the context with an exception aborts the multipart upload
+            file.__exit__(ObjectStoreError, ObjectStoreError("aborted"), None)
+        except Exception as exc:  # an incomplete upload is never an object: nothing is visible
+            log.warning("aborting the upload of %s: %s", self._key, exc)
 
 
 def _as_error(key: str, exc: Exception) -> ObjectStoreError:

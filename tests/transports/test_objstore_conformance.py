@@ -11,6 +11,7 @@ import pytest
 
 from croupier.transports.objstore import (
     MULTIPART_PART,
+    WRITER_PART,
     MemoryObjectStore,
     ObjectNotFound,
     ObjectStore,
@@ -116,3 +117,29 @@ def test_memory_urls_share_one_bucket_per_name() -> None:
     one.put("x", b"1")
     assert two.get_range("x", 0, 1) == b"1"
     one.delete(["x"])
+
+
+def test_a_writer_streams_one_final_object_in_parts(store: ObjectStore) -> None:
+    data = os.urandom(WRITER_PART * 2 + 777)  # three parts
+    writer = store.open_writer("w/big")
+    for i in range(0, len(data), 1_000_000):
+        writer.write(memoryview(data)[i : i + 1_000_000])
+    assert store.size("w/big") is None  # nothing is visible before close
+    writer.close()
+    assert store.size("w/big") == len(data)
+    assert store.get_range("w/big", WRITER_PART - 5, 10) == data[WRITER_PART - 5 : WRITER_PART + 5]
+    small = store.open_writer("w/small")  # smaller than a part: one PUT at close
+    small.write(b"abc")
+    small.close()
+    assert store.get_range("w/small", 0, 3) == b"abc"
+    with pytest.raises(ObjectStoreError):
+        small.write(b"more")
+
+
+def test_an_aborted_writer_leaves_no_object(store: ObjectStore) -> None:
+    writer = store.open_writer("w/gone")
+    writer.write(os.urandom(WRITER_PART + 10))  # a part is already up
+    writer.abort()
+    writer.abort()  # idempotent
+    assert store.size("w/gone") is None
+    assert not store.list("w/")
