@@ -66,7 +66,7 @@ from croupier.core.commands import (
     RevivePartition,
     Status,
     WorkerHeartbeat,
-    usable,
+    full_workers,
 )
 from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
@@ -546,8 +546,7 @@ class MasterActor(pykka.ThreadingActor):
             (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
-        dirs = self._worker_dirs.items()
-        full = tuple(sorted(w for w, d in dirs if not usable(d) and w not in self._overflows))
+        full = full_workers(self._worker_dirs, self._overflows)
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
         return dataclasses.replace(command, full=full)
