@@ -606,10 +606,16 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
+        # workers declared lost are asked too before their copies' data is named lost
+        suspects = {
+            w: f"tcp://{worker.host}:{worker.control_port}"
+            for w in info.workers()
+            if w not in urls and (worker := self.state.workers.get(w)) is not None
+        }
         app = self.state.apps.get(app_id)
         tag = app.key_tag if app is not None and app.key_tag else None
         plan = CommitPlan(
-            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
         )
         self._coordinator.commit(plan)
 
