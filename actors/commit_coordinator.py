@@ -1,5 +1,9 @@
 """``CommitCoordinator``: the master's side effects on workers: CommitFiles and Destroy.
 
+With an object store (``--object-store``) it also owns the master's ``ObjectJanitor``: a
+``destroy`` deletes the objects too, even when no worker is left, and the master actor's
+liveness ticks drive the janitor's orphan sweep.
+
 State it owns:
     in_progress   shuffles whose commit is running (a second request is ignored)
     an ``AsyncRpcClient`` for worker RPCs, so the master actor never blocks on a worker
@@ -26,10 +30,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from croupier.actors.object_janitor import ObjectJanitor
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import Command, ReportCommit
 from croupier.core.commit_verdict import Copy, judge
@@ -69,6 +74,8 @@ class CommitCoordinator:
     curve: talk CURVE to the workers, with this server key.
     signer: the member signer of ``COMMIT_FILES`` and ``DESTROY`` (PROTOCOL §2.1), and of
         the ``RESERVE`` sender the master actor builds beside it; None = unsigned.
+    janitor: the master's deletions in the object store (None: no object store); stopped
+        with the coordinator.
 
     All worker RPCs go through one ``AsyncRpcClient``; its callbacks run on its
     thread, so nothing here blocks, and ``stop`` ends everything at once.
@@ -82,7 +89,9 @@ class CommitCoordinator:
         tries: int = 3,
         curve: CurveClient | None = None,
         signer: Signer | None = None,
+        janitor: ObjectJanitor | None = None,
     ) -> None:
+        self.janitor = janitor
         self.signer = signer
         self.curve = curve
         self._submit = submit
@@ -107,6 +116,22 @@ class CommitCoordinator:
         with self._lock:
             self._stopped = True
         self._client.stop()
+        if self.janitor is not None:
+            self.janitor.close()
+
+    def apps_loaded(self, apps: Iterable[str]) -> None:
+        """The master's live apps, once its log is loaded (the janitor sweeps only after it)."""
+        if self.janitor is not None:
+            self.janitor.reset(apps)
+
+    def app_registered(self, app_id: str) -> None:
+        if self.janitor is not None:
+            self.janitor.registered(app_id)
+
+    def tick(self, now: float) -> None:
+        """The master's liveness tick (after its take-over grace): the janitor's orphan sweep."""
+        if self.janitor is not None:
+            self.janitor.tick(now)
 
     def commit(self, plan: CommitPlan) -> None:
         """Start committing ``plan`` (returns at once; a running commit of the same shuffle wins)."""
@@ -174,7 +199,10 @@ class CommitCoordinator:
             self._submit(self._report(plan, replies))
 
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
-        """Ask every worker to delete a shuffle's (or an app's) files; best effort."""
+        """Ask every worker to delete a shuffle's (or an app's) files, and delete its objects
+        (the janitor, with an object store); best effort."""
+        if self.janitor is not None:
+            self.janitor.delete(app_id, shuffle_id)
 
         def destroyed(worker: str, reply: DestroyReply | None) -> None:
             if reply is not None:

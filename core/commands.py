@@ -117,6 +117,8 @@ class WorkerHeartbeat(Command):
     reported (every directory counts as usable).
     ``http_port``: the port of the worker's HTTP endpoint (``/metrics``) on its host, shown in
     STATUS ``master.worker_http``. None: it has none.
+    ``overflow``: True when the worker spills to an object store once its disks pass their
+    reserve (issue 26): full ``dirs`` then do not keep it from new slots. None: it does not.
     """
 
     TYPE = MsgType.WORKER_HEARTBEAT
@@ -130,6 +132,7 @@ class WorkerHeartbeat(Command):
     pushed: tuple[tuple[str, int, int], ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     dirs: tuple[DirReport, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     http_port: int | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    overflow: bool | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     def validate(self) -> None:
         worker_id(self.worker_id)
