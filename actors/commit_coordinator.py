@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -257,7 +257,7 @@ class CommitCoordinator:
         self._client.send(url, int(body.TYPE), to_json(body), (), callback, timeout=self._timeout)
 
     @staticmethod
-    def _report(plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> ReportCommit:
+    def _report(plan: CommitPlan, replies: Mapping[str, CommitFilesReply | None]) -> ReportCommit:
         verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
         if verdict.failed:
             log.warning(
