@@ -307,6 +307,7 @@ class MasterActor(pykka.ThreadingActor):
             for info in self.state.app_shuffles(app.app_id):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
         if self._coordinator is not None:
+            self._coordinator.apps_loaded(self.state.apps)
             for worker in self.state.workers.values():
                 self._coordinator.set_lost(worker.worker_id, worker.status == WorkerStatus.LOST)
         for info in self.state.shuffles.values():
@@ -562,6 +563,8 @@ class MasterActor(pykka.ThreadingActor):
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppRegistered(app_id=app_id, key_tag=tag):
                 self._app_tags.set(app_id, tag)
+                if self._coordinator is not None:
+                    self._coordinator.app_registered(app_id)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
                 self._app_tags.drop(app_id)
                 ref = self._apps.pop(app_id, None)
@@ -609,10 +612,16 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
+        # workers declared lost are asked too before their copies' data is named lost
+        suspects = {
+            w: f"tcp://{worker.host}:{worker.control_port}"
+            for w in info.workers()
+            if w not in urls and (worker := self.state.workers.get(w)) is not None
+        }
         app = self.state.apps.get(app_id)
         tag = app.key_tag if app is not None and app.key_tag else None
         plan = CommitPlan(
-            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
         )
         self._coordinator.commit(plan)
 
@@ -635,6 +644,8 @@ class MasterActor(pykka.ThreadingActor):
                 )
         for ref in self._apps.values():
             ref.tell(AppTick(now))
+        if self._coordinator is not None:
+            self._coordinator.tick(now)
 
     def _status(self) -> dict[str, Any]:
         command = Status()

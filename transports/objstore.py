@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ class ObjectNotFound(ObjectStoreError):
 class ObjectInfo:
     key: str  # relative to the store's prefix
     size: int
+    modified: float = 0.0  # when it was written, seconds since the epoch (the server's clock)
 
 
 class ObjectWriter(Protocol):
@@ -99,6 +101,11 @@ class ObjectStore(Protocol):
 
     def list(self, prefix: str = "") -> list[ObjectInfo]: ...
 
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """The objects under ``prefix`` as a stream, in no particular order (a listing of a
+        big bucket in pages, never held whole in memory)."""
+        ...
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete these objects; a missing one is not an error."""
         ...
@@ -137,6 +144,7 @@ class _Bucket:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.objects: dict[str, bytes] = {}
+        self.modified: dict[str, float] = {}
 
 
 # memory:// buckets by name, shared by every MemoryObjectStore of this process (a writer and a
@@ -155,6 +163,7 @@ class MemoryObjectStore:
     def put(self, key: str, data: bytes) -> None:
         with self._bucket.lock:
             self._bucket.objects[self._prefix + key] = bytes(data)
+            self._bucket.modified[self._prefix + key] = time.time()
 
     def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
         data = b"".join(parts)
@@ -181,15 +190,25 @@ class MemoryObjectStore:
         return None if data is None else len(data)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
+        return sorted(self.walk(prefix))
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         full = self._prefix + prefix
+        b = self._bucket
+        with b.lock:
+            found = [(k, len(v), b.modified.get(k, 0.0)) for k, v in b.objects.items() if k.startswith(full)]
+        return iter([ObjectInfo(k[len(self._prefix) :], n, t) for k, n, t in found])
+
+    def age(self, key: str, seconds: float) -> None:
+        """Make an object look ``seconds`` older (the orphan sweep's tests)."""
         with self._bucket.lock:
-            found = [(k, len(v)) for k, v in self._bucket.objects.items() if k.startswith(full)]
-        return sorted(ObjectInfo(k[len(self._prefix) :], n) for k, n in found)
+            self._bucket.modified[self._prefix + key] -= seconds
 
     def delete(self, keys: Sequence[str]) -> None:
         with self._bucket.lock:
             for key in keys:
                 self._bucket.objects.pop(self._prefix + key, None)
+                self._bucket.modified.pop(self._prefix + key, None)
 
     def corrupt(self, key: str, offset: int) -> None:
         """Flip one byte of an object (the damaged-object tests)."""
@@ -314,15 +333,19 @@ class S3ObjectStore:
             raise ObjectStoreError(f"head {key}: {exc}") from exc
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
+        return sorted(self.walk(prefix))
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         import obstore
 
-        found: list[ObjectInfo] = []
         try:
             for batch in obstore.list(self._store, prefix or None):
-                found += [ObjectInfo(str(m["path"]), int(m["size"])) for m in batch]
+                for m in batch:
+                    modified = m.get("last_modified")
+                    stamp = modified.timestamp() if modified is not None else 0.0
+                    yield ObjectInfo(str(m["path"]), int(m["size"]), stamp)
         except Exception as exc:
             raise ObjectStoreError(f"list {prefix}: {exc}") from exc
-        return sorted(found)
 
     def delete(self, keys: Sequence[str]) -> None:
         import obstore

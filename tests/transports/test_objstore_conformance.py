@@ -92,6 +92,18 @@ def test_list_by_prefix_then_delete(store: ObjectStore) -> None:
     store.delete([])
 
 
+def test_walk_streams_the_listing_with_each_object_s_write_time(store: ObjectStore) -> None:
+    before = time.time()
+    for key in ("w/0/a", "w/0/b", "w/1/c"):
+        store.put(key, b"x" * 3)
+    want = [("w/0/a", 3), ("w/0/b", 3), ("w/1/c", 3)]
+    assert _listed(store, "w/", want) == want
+    walked = sorted(store.walk("w/"))
+    assert walked == store.list("w/")
+    # the server's clock stamps the objects: within a minute of ours either way
+    assert all(before - 60 < o.modified < time.time() + 60 for o in walked)
+
+
 def test_urls() -> None:
     assert parse_url("s3://bucket/a/prefix/") == ("s3", "bucket", "a/prefix")
     assert parse_url("s3://bucket") == ("s3", "bucket", "")
