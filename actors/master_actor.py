@@ -66,7 +66,7 @@ from croupier.core.commands import (
     RevivePartition,
     Status,
     WorkerHeartbeat,
-    usable,
+    full_workers,
 )
 from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
@@ -248,6 +248,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
+        self._overflows: set[str] = set()  # workers whose full disks spill to an object store
         self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
@@ -306,6 +307,7 @@ class MasterActor(pykka.ThreadingActor):
             for info in self.state.app_shuffles(app.app_id):
                 self._apps[app.app_id].tell(AppShuffleAdded(info.shuffle_id))
         if self._coordinator is not None:
+            self._coordinator.apps_loaded(self.state.apps)
             for worker in self.state.workers.values():
                 self._coordinator.set_lost(worker.worker_id, worker.status == WorkerStatus.LOST)
         for info in self.state.shuffles.values():
@@ -541,9 +543,11 @@ class MasterActor(pykka.ThreadingActor):
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
+        if isinstance(command, WorkerHeartbeat):  # full disks that spill to a bucket have room
+            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
-        full = tuple(sorted(w for w, dirs in self._worker_dirs.items() if not usable(dirs)))
+        full = full_workers(self._worker_dirs, self._overflows)
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
         return dataclasses.replace(command, full=full)
@@ -559,6 +563,8 @@ class MasterActor(pykka.ThreadingActor):
                     self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
             case AppRegistered(app_id=app_id, key_tag=tag):
                 self._app_tags.set(app_id, tag)
+                if self._coordinator is not None:
+                    self._coordinator.app_registered(app_id)
             case AppUnregistered(app_id=app_id) | AppExpired(app_id=app_id):
                 self._app_tags.drop(app_id)
                 ref = self._apps.pop(app_id, None)
@@ -606,10 +612,16 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
+        # workers declared lost are asked too before their copies' data is named lost
+        suspects = {
+            w: f"tcp://{worker.host}:{worker.control_port}"
+            for w in info.workers()
+            if w not in urls and (worker := self.state.workers.get(w)) is not None
+        }
         app = self.state.apps.get(app_id)
         tag = app.key_tag if app is not None and app.key_tag else None
         plan = CommitPlan(
-            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
         )
         self._coordinator.commit(plan)
 
@@ -632,6 +644,8 @@ class MasterActor(pykka.ThreadingActor):
                 )
         for ref in self._apps.values():
             ref.tell(AppTick(now))
+        if self._coordinator is not None:
+            self._coordinator.tick(now)
 
     def _status(self) -> dict[str, Any]:
         command = Status()

@@ -15,8 +15,10 @@ import pytest
 
 import croupier
 from croupier.core.commands import ExpireApp
+from croupier.core.config import MasterConfig
 from croupier.core.errors import DataLostError
 from croupier.services.local import LocalCluster
+from croupier.services.master import MasterService
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.objstore import ObjectStore, open_object_store
@@ -117,9 +119,10 @@ def _gone(store: ObjectStore, app_id: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["unregister", "expiry"])
-def test_unregister_and_expiry_delete_the_objects(
+def test_unregister_and_expiry_delete_the_objects_with_every_worker_gone(
     cluster: LocalCluster, bucket: tuple[str, ObjectStore], how: str
 ) -> None:
+    # the workers used to be the only ones deleting: with all of them gone the objects stayed
     url, store = bucket
     with croupier.connect(cluster.master_url) as client:
         client.object_store = url
@@ -128,9 +131,43 @@ def test_unregister_and_expiry_delete_the_objects(
         write_all(sh, 2, 4, 50)
         sh.wait_offloaded(60)
         assert store.list(f"{sh.app_id}/")
+        for i in range(3):  # the master deletes them (it was run with the workers' --object-store)
+            cluster.kill_worker(i)
         if how == "unregister":
             app.unregister()
         else:  # what the app's actor sends when its heartbeats stop
             with MasterClient(cluster.master_url, signer=Signer.member(cluster.secret)) as master:
                 assert master.call(ExpireApp(sh.app_id))["changed"]
         _gone(store, sh.app_id)
+
+
+def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout(
+    tmp_path: Path, bucket: tuple[str, ObjectStore]
+) -> None:
+    url, store = bucket
+    grace = 3.0
+    config = MasterConfig(object_store=url, orphan_grace=grace, orphan_interval=0.2, takeover_grace=0.0)
+    kept = ["other-cluster/croupier/app-1/0/0-0-primary.data", "notes.txt"]  # not Croupier's layout here
+    ghost = ["ghost-0a1b/0/0-0-primary.data", "ghost-0a1b/0/0-0-primary.index"]  # an unknown app's
+    with (
+        MasterService("tcp://127.0.0.1:0", tmp_path / "master", config=config) as master,
+        croupier.connect(master.url) as client,
+    ):
+        live = client.register_app("live")
+        ended = client.register_app("ended")
+        kept.append(f"{live.app_id}/3/1-0-replica.data")
+        for key in [*kept, *ghost, f"{ended.app_id}/0/0-0-primary.data"]:
+            store.put(key, b"x")
+        ended.unregister()  # no worker at all: the master deletes its objects
+        _gone(store, ended.app_id)
+        time.sleep(grace)
+        fresh = "fresh-app/0/0-0-primary.data"  # unknown too, but younger than the grace
+        store.put(fresh, b"x")
+        want = sorted([*kept, fresh])
+        for _ in range(50):
+            listed = sorted(o.key for o in store.list())
+            if listed == want:
+                break
+            time.sleep(0.1)
+        assert listed == want
+        live.unregister()

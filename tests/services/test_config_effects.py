@@ -26,6 +26,7 @@ from croupier.core.config import ClientConfig, MasterConfig, WorkerConfig
 from croupier.core.errors import BadRequest, CroupierError, RequestTimeout
 from croupier.core.quotas import parse_tenants
 from croupier.core.wire import MsgType
+from croupier.dataplane.overflow import OverflowStore
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
 from croupier.services.worker import WorkerService
@@ -254,8 +255,11 @@ def test_every_worker_setting_takes_effect(tmp_path: Path, seaweed: Any) -> None
             ),
             # a frame under the limit is read (and refused); libzmq drops one over it unread
             "max_message_bytes": lambda _: isinstance(small, BadRequest) and isinstance(big, RequestTimeout),
+            # with object_store, the disks are under the overflow (dataplane/overflow.py)
             "commit_fsync": lambda value: (
-                isinstance(worker.store, DiskPartitionStore) and worker.store.fsync is value
+                isinstance(worker.store, OverflowStore)
+                and isinstance(worker.store.inner, DiskPartitionStore)
+                and worker.store.inner.fsync is value
             ),
             "partition_actors": lambda value: actors == value,
             # the shuffle's one location (60 kB and headers) is over 50 kB: not kept (1 MiB would keep it)

@@ -11,6 +11,7 @@ import pytest
 
 from croupier.transports.objstore import (
     MULTIPART_PART,
+    WRITER_PART,
     MemoryObjectStore,
     ObjectNotFound,
     ObjectStore,
@@ -91,6 +92,18 @@ def test_list_by_prefix_then_delete(store: ObjectStore) -> None:
     store.delete([])
 
 
+def test_walk_streams_the_listing_with_each_object_s_write_time(store: ObjectStore) -> None:
+    before = time.time()
+    for key in ("w/0/a", "w/0/b", "w/1/c"):
+        store.put(key, b"x" * 3)
+    want = [("w/0/a", 3), ("w/0/b", 3), ("w/1/c", 3)]
+    assert _listed(store, "w/", want) == want
+    walked = sorted(store.walk("w/"))
+    assert walked == store.list("w/")
+    # the server's clock stamps the objects: within a minute of ours either way
+    assert all(before - 60 < o.modified < time.time() + 60 for o in walked)
+
+
 def test_urls() -> None:
     assert parse_url("s3://bucket/a/prefix/") == ("s3", "bucket", "a/prefix")
     assert parse_url("s3://bucket") == ("s3", "bucket", "")
@@ -104,3 +117,29 @@ def test_memory_urls_share_one_bucket_per_name() -> None:
     one.put("x", b"1")
     assert two.get_range("x", 0, 1) == b"1"
     one.delete(["x"])
+
+
+def test_a_writer_streams_one_final_object_in_parts(store: ObjectStore) -> None:
+    data = os.urandom(WRITER_PART * 2 + 777)  # three parts
+    writer = store.open_writer("w/big")
+    for i in range(0, len(data), 1_000_000):
+        writer.write(memoryview(data)[i : i + 1_000_000])
+    assert store.size("w/big") is None  # nothing is visible before close
+    writer.close()
+    assert store.size("w/big") == len(data)
+    assert store.get_range("w/big", WRITER_PART - 5, 10) == data[WRITER_PART - 5 : WRITER_PART + 5]
+    small = store.open_writer("w/small")  # smaller than a part: one PUT at close
+    small.write(b"abc")
+    small.close()
+    assert store.get_range("w/small", 0, 3) == b"abc"
+    with pytest.raises(ObjectStoreError):
+        small.write(b"more")
+
+
+def test_an_aborted_writer_leaves_no_object(store: ObjectStore) -> None:
+    writer = store.open_writer("w/gone")
+    writer.write(os.urandom(WRITER_PART + 10))  # a part is already up
+    writer.abort()
+    writer.abort()  # idempotent
+    assert store.size("w/gone") is None
+    assert not store.list("w/")
