@@ -248,7 +248,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
-        self._overflows: set[str] = set()  # workers whose full disks spill to an object store
+        self._overflows: set[str] = set()  # workers whose full disks spill to a bucket: not full
         self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
@@ -530,8 +530,7 @@ class MasterActor(pykka.ThreadingActor):
 
     def _quotas(self, command: Command) -> QuotaContext:
         """Tenants, default quotas and (for the commands that use them) the bytes in flight."""
-        needs_pushed = isinstance(command, RegisterShuffle | Status)
-        pushed = sum_pushed(self._pushed) if needs_pushed else {}
+        pushed = sum_pushed(self._pushed) if isinstance(command, RegisterShuffle | Status) else {}
         return QuotaContext(self._config.tenants, default_quotas(self._config), pushed)
 
     def _enrich(self, command: Command, now: float) -> Command:
@@ -541,10 +540,9 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, WorkerHeartbeat):
             score = load_score(command.disk_util, command.io_wait, command.pending_flush)
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
+            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
-        if isinstance(command, WorkerHeartbeat):  # full disks that spill to a bucket have room
-            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
         full = full_workers(self._worker_dirs, self._overflows)
