@@ -15,13 +15,22 @@ coordinator sends ``COMMIT_FILES`` to every worker in parallel (with retries),
 lets ``croupier.core.commit_verdict.judge`` decide which copies failed and which
 declared seals no surviving copy holds, and submits ``ReportCommit`` to the
 master, which logs ``ShuffleCommitted``.
+
+Before it names data lost, it asks the workers that did not answer: when the verdict
+has maps with no surviving seal and some copy of those partitions is on a worker that
+gave no reply (the master declared it lost, or every try timed out), each such worker
+gets one more ``COMMIT_FILES`` (one try) and the verdict is judged again with its
+answer. A worker declared lost has only been silent past the worker timeout (an
+overloaded machine, a long pause); the judge's incarnation check tells whether its
+memory survived. A dead worker costs one RPC timeout, and only when data would
+otherwise be lost.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -54,6 +63,7 @@ class CommitPlan:
     workers: dict[str, str]  # worker -> control URL, for workers that are not lost
     winners: dict[int, Winner] = field(default_factory=dict)  # map -> (attempt, touched, bitmap)
     key_tag: str | None = None  # the app's registration (PROTOCOL §2.1), for COMMIT_FILES
+    suspects: dict[str, str] = field(default_factory=dict)  # lost worker -> its last control URL
 
 
 class CommitCoordinator:
@@ -131,31 +141,62 @@ class CommitCoordinator:
                 return
             self._in_progress.add(key)
         replies: dict[str, CommitFilesReply | None] = {}
-        remaining = [len(plan.workers)]
+        self._ask(plan, plan.workers, self._tries, replies, lambda: self._second_chance(plan, replies))
+
+    def _ask(
+        self,
+        plan: CommitPlan,
+        workers: dict[str, str],
+        tries: int,
+        replies: dict[str, CommitFilesReply | None],
+        then: Callable[[], None],
+    ) -> None:
+        """Send ``COMMIT_FILES`` to ``workers`` (``tries`` each); their replies go into
+        ``replies`` and ``then`` runs once every one of them answered or gave up."""
+        remaining = [len(workers)]
 
         def finished(worker: str, body: CommitFilesReply | None) -> None:
             with self._lock:
-                replies[worker] = body
+                if worker:
+                    replies[worker] = body
                 remaining[0] -= 1
                 done = remaining[0] == 0
-                if done:
-                    self._in_progress.discard(key)
-                stopped = self._stopped
-            if done and not stopped:
-                self._submit(self._report(plan, replies))
+            if done:
+                then()
 
-        if not plan.workers:
+        if not workers:
             finished("", None)
             return
-        for worker, url in plan.workers.items():
-            self._call(
-                worker,
-                url,
-                CommitFiles(plan.app_id, plan.shuffle_id, plan.key_tag),
-                CommitFilesReply,
-                self._tries,
-                finished,
-            )
+        for worker, url in workers.items():
+            body = CommitFiles(plan.app_id, plan.shuffle_id, plan.key_tag)
+            self._call(worker, url, body, CommitFilesReply, tries, finished)
+
+    def _second_chance(self, plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> None:
+        """Before data is named lost, ask once more the silent workers holding its copies."""
+        verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
+        urls = {**plan.suspects, **plan.workers}
+        gone = {p for p, _, _ in verdict.lost_maps}
+        silent = {
+            c.worker: urls[c.worker]
+            for c in plan.copies
+            if c.partition in gone and replies.get(c.worker) is None and c.worker in urls
+        }
+        if not silent:
+            self._finish(plan, replies)
+            return
+        log.warning(
+            "shuffle %s/%d: partitions %s would be lost; asking the silent workers %s once more",
+            *(plan.app_id, plan.shuffle_id, sorted(gone), sorted(silent)),
+            extra=key_fields(plan),
+        )
+        self._ask(plan, silent, 1, replies, lambda: self._finish(plan, replies))
+
+    def _finish(self, plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> None:
+        with self._lock:
+            self._in_progress.discard((plan.app_id, plan.shuffle_id))
+            stopped = self._stopped
+        if not stopped:
+            self._submit(self._report(plan, replies))
 
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
         """Ask every worker to delete a shuffle's (or an app's) files, and delete its objects
@@ -216,7 +257,7 @@ class CommitCoordinator:
         self._client.send(url, int(body.TYPE), to_json(body), (), callback, timeout=self._timeout)
 
     @staticmethod
-    def _report(plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> ReportCommit:
+    def _report(plan: CommitPlan, replies: Mapping[str, CommitFilesReply | None]) -> ReportCommit:
         verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
         if verdict.failed:
             log.warning(

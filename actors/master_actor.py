@@ -64,7 +64,7 @@ from croupier.core.commands import (
     RevivePartition,
     Status,
     WorkerHeartbeat,
-    usable,
+    full_workers,
 )
 from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
@@ -247,7 +247,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
-        self._overflows: set[str] = set()  # workers whose full disks spill to an object store
+        self._overflows: set[str] = set()  # workers whose full disks spill to a bucket: not full
         self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
@@ -528,8 +528,7 @@ class MasterActor(pykka.ThreadingActor):
 
     def _quotas(self, command: Command) -> QuotaContext:
         """Tenants, default quotas and (for the commands that use them) the bytes in flight."""
-        needs_pushed = isinstance(command, RegisterShuffle | Status)
-        pushed = sum_pushed(self._pushed) if needs_pushed else {}
+        pushed = sum_pushed(self._pushed) if isinstance(command, RegisterShuffle | Status) else {}
         return QuotaContext(self._config.tenants, default_quotas(self._config), pushed)
 
     def _enrich(self, command: Command, now: float) -> Command:
@@ -539,14 +538,12 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, WorkerHeartbeat):
             score = load_score(command.disk_util, command.io_wait, command.pending_flush)
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
+            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
-        if isinstance(command, WorkerHeartbeat):  # full disks that spill to a bucket have room
-            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
-        dirs = self._worker_dirs.items()
-        full = tuple(sorted(w for w, d in dirs if not usable(d) and w not in self._overflows))
+        full = full_workers(self._worker_dirs, self._overflows)
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
         return dataclasses.replace(command, full=full)
@@ -611,10 +608,16 @@ class MasterActor(pykka.ThreadingActor):
                     copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
         urls = self._control_urls()
         workers = {w: urls[w] for w in info.workers() if w in urls}
+        # workers declared lost are asked too before their copies' data is named lost
+        suspects = {
+            w: f"tcp://{worker.host}:{worker.control_port}"
+            for w in info.workers()
+            if w not in urls and (worker := self.state.workers.get(w)) is not None
+        }
         app = self.state.apps.get(app_id)
         tag = app.key_tag if app is not None and app.key_tag else None
         plan = CommitPlan(
-            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag
+            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
         )
         self._coordinator.commit(plan)
 
