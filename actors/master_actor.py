@@ -135,8 +135,7 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class SubmitMany:
-    """A burst of commands read together: one actor message instead of one each.
-    ``validated``: every command comes from ``decode_command``, which validated it."""
+    """A burst of commands read together, one actor message; ``validated``: by ``decode_command``."""
 
     items: list[tuple[Command, ReplyFn | None]]
     validated: bool = False
@@ -171,9 +170,8 @@ class SetWritable:
 
 
 def _with_timeouts(body: Any, config: MasterConfig) -> Any:
-    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4): workers are
-    told ``worker_timeout``, apps ``app_timeout``, at registration and in every beat's reply,
-    so that a member that beats at a third of it is never declared lost while healthy."""
+    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4), at registration and
+    in every beat's reply, so that a member beating at a third of it is never declared lost."""
     if isinstance(body, RegisterWorkerReply | WorkerHeartbeatReply):
         return dataclasses.replace(body, worker_timeout=config.worker_timeout)
     if isinstance(body, RegisterAppReply | AppHeartbeatReply):
@@ -650,8 +648,7 @@ class MasterActor(pykka.ThreadingActor):
             self.state, command, self._clock(), self._rng, max_apps=self._config.max_apps, quotas=quotas
         )
         assert isinstance(body, StatusReply)
-        out: dict[str, Any] = to_json(self._added(body, quotas))
-        return out
+        return dict(to_json(self._added(body, quotas)))
 
     def _added(self, body: StatusReply, quotas: QuotaContext) -> StatusReply:
         """STATUS as the leader answers it: its soft state, the tenants, the offload's progress."""
