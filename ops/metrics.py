@@ -545,6 +545,24 @@ class _MasterCollector(Collector):
             "Lost partitions of the registered shuffles (DataLost on read)",
             value=sum(len(s.get("lost_partitions", ())) for s in shuffles),
         )
+        yield from _offload(status.get("offload"))
+
+
+_OFFLOAD_GAUGES = (
+    ("committed_copies", "Copies the commits of registered shuffles kept (with an object store)"),
+    ("offloaded_copies", "Of those, the copies in the object store"),
+    ("pending_copies", "Committed copies not in the object store yet"),
+    ("pending_bytes", "Bytes of committed copies not in the object store yet (an estimate)"),
+    ("oldest_pending_seconds", "Age of the oldest commit with copies not in the object store yet"),
+)
+
+
+def _offload(offload: dict[str, Any] | None) -> Iterator[Metric]:
+    """The offload's progress and lag, on a master run with ``--object-store`` (issue 26)."""
+    if offload is None:
+        return
+    for name, text in _OFFLOAD_GAUGES:
+        yield GaugeMetricFamily(f"croupier_master_offload_{name}", text, value=offload.get(name, 0))
 
 
 def counter_totals(counter: Counter, by: str) -> dict[str, float]:
