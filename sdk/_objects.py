@@ -87,8 +87,11 @@ def object_chunks(
 
 def _offloaded(store: ObjectStore, app_id: str, shuffle_id: int, reply: LocationsBatchReply) -> bool:
     """Whether every epoch of every partition in ``reply`` has an object copy (one role of the
-    copies the commit did not fail)."""
+    copies the commit did not fail). A partition no winning map declared holds nothing: no
+    worker committed a copy of it, so none is waited for."""
     for entry in reply.partitions:
+        if entry.maps == ():
+            continue
         failed = set(entry.failed_copies)
         for loc in entry.locations:
             roles = [role for role, a in loc.copies() if (loc.epoch, a.worker_id) not in failed]
