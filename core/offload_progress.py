@@ -1,7 +1,10 @@
 """Offload progress and lag (issue 26), from the master's folded state: pure.
 
 For each committed shuffle the master knows how many copies its commit kept (every copy of
-every epoch but the ``lost_copies``), how many are in the object store (``CopiesOffloaded``:
+every epoch but the ``lost_copies``, and but those of partitions no winning map declared:
+nothing was written there, so no copy is committed or offloaded, as ``wait_offloaded``
+counts; an empty revived epoch of a declared partition is still counted, the same gap as
+``wait_offloaded``'s), how many are in the object store (``CopiesOffloaded``:
 ``ShuffleInfo.offloaded``, each with its size), when it committed (``CommitInfo.at``) and its
 primaries' bytes (``total_bytes``). From these:
 
@@ -13,8 +16,9 @@ primaries' bytes (``total_bytes``). From these:
   offload's lag; 0 when nothing is pending);
 - ``shuffles``: the pending shuffles, oldest commit first, at most ``MAX_ROWS`` of them.
 
-The cost is one pass over the shuffles (plus their revived partitions and, for the pending
-ones only, their offloaded copies): no per-partition work for a shuffle without revivals.
+The cost is one pass over the shuffles (plus their revived partitions); only a shuffle that
+looks pending is looked at per partition (its declared maps, cached in the state) and per
+offloaded copy.
 """
 
 from __future__ import annotations
@@ -42,6 +46,17 @@ def _committed_copies(info: ShuffleInfo) -> tuple[int, int]:
     return max(0, copies - len(info.commit.lost_copies)), locations
 
 
+def _empty_copies(info: ShuffleInfo) -> int:
+    """Copies of the partitions no winning map declared (none committed, none offloaded)."""
+    if not info.all_ended:
+        return 0
+    empty = 0
+    for p in range(info.num_partitions):
+        if info.declared_maps(p) == ():
+            empty += sum(1 if loc.replica is None else 2 for loc in info.locations(p))
+    return empty
+
+
 def offload_row(state: MasterState, now: float) -> OffloadRow:
     """Progress and lag of the offload over every committed shuffle of ``state``."""
     committed = offloaded = pending = pending_bytes = 0
@@ -50,6 +65,8 @@ def offload_row(state: MasterState, now: float) -> OffloadRow:
         if info.commit is None:
             continue
         copies, locations = _committed_copies(info)
+        if len(info.offloaded) < copies:
+            copies = max(0, copies - _empty_copies(info))
         done = min(len(info.offloaded), copies)
         committed += copies
         offloaded += done

@@ -38,6 +38,20 @@ def test_copies_bytes_and_lag() -> None:
     assert row.pending_bytes == late_row.pending_bytes + 500 * 7 // 5
 
 
+def test_partitions_no_map_declared_have_no_copy_to_wait_for() -> None:
+    state = MasterState()
+    info = _shuffle(0, 5, at=10.0, total=500)  # 8 copies, 3 of them of partitions 2, 3, 4
+    for m in range(2):
+        info.add_winner(m, 0, 2, bytes([0b00011]))  # both maps wrote partitions 0 and 1 only
+    state.shuffles[("app", 0)] = info
+    row = offload_row(state, now=20.0)
+    assert (row.committed_copies, row.pending_copies) == (8 - 5, 3)  # 2, 4: two copies; 3: one
+    info.offloaded = tuple((p, 0, r, 250, "d") for p in (0, 1) for r in ("primary", "replica"))[:3]
+    row = offload_row(state, now=20.0)
+    assert (row.committed_copies, row.offloaded_copies, row.pending_copies) == (3, 3, 0)
+    assert row.shuffles == () and row.oldest_pending_seconds == 0.0
+
+
 def test_nothing_committed_nothing_pending() -> None:
     row = offload_row(MasterState(), now=5.0)
     assert row.committed_copies == row.pending_copies == row.pending_bytes == 0
