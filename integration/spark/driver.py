@@ -280,7 +280,7 @@ def stages(spark: SparkSession) -> Any:
     """Every stage attempt so far, from the driver's REST API: id, attempt, status, tasks."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
-    with urllib.request.urlopen(url, timeout=30) as reply:
+    with urllib.request.urlopen(url, timeout=180) as reply:
         rows = json.load(reply)
     keys = ("stageId", "attemptId", "status", "numTasks", "numCompleteTasks", "numFailedTasks", "name")
     return [{k: r.get(k) for k in keys} for r in rows]
@@ -293,7 +293,7 @@ def tasks(spark: SparkSession, stage: int, attempt: int) -> Any:
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     with urllib.request.urlopen(
-        f"{base}/stages/{stage}/{attempt}/taskList?length=10000", timeout=30
+        f"{base}/stages/{stage}/{attempt}/taskList?length=10000", timeout=180
     ) as reply:
         rows = json.load(reply)
     out = []
@@ -309,7 +309,7 @@ def tasks(spark: SparkSession, stage: int, attempt: int) -> Any:
 def _stage_rows(spark: SparkSession) -> list[dict[str, Any]]:
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
-    with urllib.request.urlopen(url, timeout=30) as reply:
+    with urllib.request.urlopen(url, timeout=180) as reply:
         return list(json.load(reply))
 
 
