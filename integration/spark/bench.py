@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,10 @@ from croupier.services.local import LocalCluster
 from integration.spark.harness import Driver, spark_conf
 
 QUERIES = {
-    "rdd_reduce_by_key": 100_000,
-    "df_group_by": 1_000_000,
-    "df_sort_merge_join": 1_000_000,
-    "df_order_by": 200_000,
+    "rdd_reduce_by_key": 50_000,
+    "df_group_by": 500_000,
+    "df_sort_merge_join": 500_000,
+    "df_order_by": 100_000,
 }
 
 B3_MAIN = """
@@ -48,9 +49,9 @@ public class B3Rate {
     byte[] key = new byte[32], data = new byte[256 << 10], out = new byte[16];
     for (int i = 0; i < data.length; i++) data[i] = (byte) (i * 31);
     ThreadMXBean mx = ManagementFactory.getThreadMXBean();
-    run(key, data, out, 5_000_000_000L); // warm up: the JIT compiles the hot loop
+    run(key, data, out, 2_000_000_000L); // warm up: the JIT compiles the hot loop
     long cpu0 = mx.getCurrentThreadCpuTime();
-    long bytes = run(key, data, out, 5_000_000_000L);
+    long bytes = run(key, data, out, 3_000_000_000L);
     System.out.println(bytes / ((mx.getCurrentThreadCpuTime() - cpu0) / 1e9));
   }
 }
@@ -93,6 +94,7 @@ def run(runs: int, scale: int, base: Path) -> dict[str, Any]:
                 order = ["sort", "croupier"] if i % 2 == 0 else ["croupier", "sort"]
                 for query, n in QUERIES.items():
                     for label in order:
+                        print(f"run {i} {query} {label}", file=sys.stderr, flush=True)
                         out = drivers[label].run("timed", query=query, n=n * scale)
                         if i > 0:  # run 0 warms up
                             rows[query][label].append(out)
