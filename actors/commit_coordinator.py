@@ -1,5 +1,9 @@
 """``CommitCoordinator``: the master's side effects on workers: CommitFiles and Destroy.
 
+With an object store (``--object-store``) it also owns the master's ``ObjectJanitor``: a
+``destroy`` deletes the objects too, even when no worker is left, and the master actor's
+liveness ticks drive the janitor's orphan sweep.
+
 State it owns:
     in_progress   shuffles whose commit is running (a second request is ignored)
     an ``AsyncRpcClient`` for worker RPCs, so the master actor never blocks on a worker
@@ -11,16 +15,26 @@ coordinator sends ``COMMIT_FILES`` to every worker in parallel (with retries),
 lets ``croupier.core.commit_verdict.judge`` decide which copies failed and which
 declared seals no surviving copy holds, and submits ``ReportCommit`` to the
 master, which logs ``ShuffleCommitted``.
+
+Before it names data lost, it asks the workers that did not answer: when the verdict
+has maps with no surviving seal and some copy of those partitions is on a worker that
+gave no reply (the master declared it lost, or every try timed out), each such worker
+gets one more ``COMMIT_FILES`` (one try) and the verdict is judged again with its
+answer. A worker declared lost has only been silent past the worker timeout (an
+overloaded machine, a long pause); the judge's incarnation check tells whether its
+memory survived. A dead worker costs one RPC timeout, and only when data would
+otherwise be lost.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from croupier.actors.object_janitor import ObjectJanitor
 from croupier.core.codec import from_json, to_json
 from croupier.core.commands import Command, ReportCommit
 from croupier.core.commit_verdict import Copy, judge
@@ -49,6 +63,7 @@ class CommitPlan:
     workers: dict[str, str]  # worker -> control URL, for workers that are not lost
     winners: dict[int, Winner] = field(default_factory=dict)  # map -> (attempt, touched, bitmap)
     key_tag: str | None = None  # the app's registration (PROTOCOL §2.1), for COMMIT_FILES
+    suspects: dict[str, str] = field(default_factory=dict)  # lost worker -> its last control URL
 
 
 class CommitCoordinator:
@@ -59,6 +74,8 @@ class CommitCoordinator:
     curve: talk CURVE to the workers, with this server key.
     signer: the member signer of ``COMMIT_FILES`` and ``DESTROY`` (PROTOCOL §2.1), and of
         the ``RESERVE`` sender the master actor builds beside it; None = unsigned.
+    janitor: the master's deletions in the object store (None: no object store); stopped
+        with the coordinator.
 
     All worker RPCs go through one ``AsyncRpcClient``; its callbacks run on its
     thread, so nothing here blocks, and ``stop`` ends everything at once.
@@ -72,7 +89,9 @@ class CommitCoordinator:
         tries: int = 3,
         curve: CurveClient | None = None,
         signer: Signer | None = None,
+        janitor: ObjectJanitor | None = None,
     ) -> None:
+        self.janitor = janitor
         self.signer = signer
         self.curve = curve
         self._submit = submit
@@ -97,6 +116,22 @@ class CommitCoordinator:
         with self._lock:
             self._stopped = True
         self._client.stop()
+        if self.janitor is not None:
+            self.janitor.close()
+
+    def apps_loaded(self, apps: Iterable[str]) -> None:
+        """The master's live apps, once its log is loaded (the janitor sweeps only after it)."""
+        if self.janitor is not None:
+            self.janitor.reset(apps)
+
+    def app_registered(self, app_id: str) -> None:
+        if self.janitor is not None:
+            self.janitor.registered(app_id)
+
+    def tick(self, now: float) -> None:
+        """The master's liveness tick (after its take-over grace): the janitor's orphan sweep."""
+        if self.janitor is not None:
+            self.janitor.tick(now)
 
     def commit(self, plan: CommitPlan) -> None:
         """Start committing ``plan`` (returns at once; a running commit of the same shuffle wins)."""
@@ -106,34 +141,68 @@ class CommitCoordinator:
                 return
             self._in_progress.add(key)
         replies: dict[str, CommitFilesReply | None] = {}
-        remaining = [len(plan.workers)]
+        self._ask(plan, plan.workers, self._tries, replies, lambda: self._second_chance(plan, replies))
+
+    def _ask(
+        self,
+        plan: CommitPlan,
+        workers: dict[str, str],
+        tries: int,
+        replies: dict[str, CommitFilesReply | None],
+        then: Callable[[], None],
+    ) -> None:
+        """Send ``COMMIT_FILES`` to ``workers`` (``tries`` each); their replies go into
+        ``replies`` and ``then`` runs once every one of them answered or gave up."""
+        remaining = [len(workers)]
 
         def finished(worker: str, body: CommitFilesReply | None) -> None:
             with self._lock:
-                replies[worker] = body
+                if worker:
+                    replies[worker] = body
                 remaining[0] -= 1
                 done = remaining[0] == 0
-                if done:
-                    self._in_progress.discard(key)
-                stopped = self._stopped
-            if done and not stopped:
-                self._submit(self._report(plan, replies))
+            if done:
+                then()
 
-        if not plan.workers:
+        if not workers:
             finished("", None)
             return
-        for worker, url in plan.workers.items():
-            self._call(
-                worker,
-                url,
-                CommitFiles(plan.app_id, plan.shuffle_id, plan.key_tag),
-                CommitFilesReply,
-                self._tries,
-                finished,
-            )
+        for worker, url in workers.items():
+            body = CommitFiles(plan.app_id, plan.shuffle_id, plan.key_tag)
+            self._call(worker, url, body, CommitFilesReply, tries, finished)
+
+    def _second_chance(self, plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> None:
+        """Before data is named lost, ask once more the silent workers holding its copies."""
+        verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
+        urls = {**plan.suspects, **plan.workers}
+        gone = {p for p, _, _ in verdict.lost_maps}
+        silent = {
+            c.worker: urls[c.worker]
+            for c in plan.copies
+            if c.partition in gone and replies.get(c.worker) is None and c.worker in urls
+        }
+        if not silent:
+            self._finish(plan, replies)
+            return
+        log.warning(
+            "shuffle %s/%d: partitions %s would be lost; asking the silent workers %s once more",
+            *(plan.app_id, plan.shuffle_id, sorted(gone), sorted(silent)),
+            extra=key_fields(plan),
+        )
+        self._ask(plan, silent, 1, replies, lambda: self._finish(plan, replies))
+
+    def _finish(self, plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> None:
+        with self._lock:
+            self._in_progress.discard((plan.app_id, plan.shuffle_id))
+            stopped = self._stopped
+        if not stopped:
+            self._submit(self._report(plan, replies))
 
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
-        """Ask every worker to delete a shuffle's (or an app's) files; best effort."""
+        """Ask every worker to delete a shuffle's (or an app's) files, and delete its objects
+        (the janitor, with an object store); best effort."""
+        if self.janitor is not None:
+            self.janitor.delete(app_id, shuffle_id)
 
         def destroyed(worker: str, reply: DestroyReply | None) -> None:
             if reply is not None:
@@ -188,7 +257,7 @@ class CommitCoordinator:
         self._client.send(url, int(body.TYPE), to_json(body), (), callback, timeout=self._timeout)
 
     @staticmethod
-    def _report(plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> ReportCommit:
+    def _report(plan: CommitPlan, replies: Mapping[str, CommitFilesReply | None]) -> ReportCommit:
         verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
         if verdict.failed:
             log.warning(

@@ -53,6 +53,7 @@ from croupier.actors.master_actor import (
     Tick,
     UnsignedRegisterApp,
 )
+from croupier.actors.object_janitor import ObjectJanitor
 from croupier.core.access import Access, Scheme, access_of, public_status
 from croupier.core.codec import to_json
 from croupier.core.commands import (
@@ -75,6 +76,7 @@ from croupier.core.wire import MsgType
 from croupier.ha.eventlog import EventLog
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveServer
+from croupier.transports.objstore import open_object_store
 from croupier.transports.rpc import Request, Responder, RpcServer
 from croupier.transports.secret import AppTags, ClusterSecret
 
@@ -254,7 +256,9 @@ class MasterFront:
                     log.debug("dropped %s: the master actor has stopped", type(command).__name__)
 
         worker_curve = self._curve.client() if self._curve is not None else None
-        coordinator = CommitCoordinator(submit, curve=worker_curve, signer=Signer.member(self._secret))
+        coordinator = CommitCoordinator(
+            submit, curve=worker_curve, signer=Signer.member(self._secret), janitor=self._janitor()
+        )
         started: pykka.ThreadingFuture[None] = pykka.ThreadingFuture()
         actor = MasterActor.start(
             event_log,
@@ -279,6 +283,14 @@ class MasterFront:
             actor.stop(block=False)
             raise Unavailable(f"the master actor did not start: {exc!r}") from exc
         return actor, coordinator
+
+    def _janitor(self) -> ObjectJanitor | None:
+        """The object-store janitor of a master run with ``--object-store`` (else None)."""
+        cfg = self.config
+        if cfg.object_store is None:
+            return None
+        store = open_object_store(cfg.object_store)
+        return ObjectJanitor(store, grace=cfg.orphan_grace, interval=cfg.orphan_interval)
 
     def stop_writes(self, reason: str) -> None:
         """Refuse commands that log events (ZooKeeper unreachable); reads go on."""

@@ -115,6 +115,11 @@ class MasterConfig:
             shuffle past one gets ``QUOTA_EXCEEDED`` (``croupier.core.quotas``).
         max_peer_reply_bytes: bytes of replies one client may leave unread; past it, its
             new requests wait until it reads (PROTOCOL §1, "Per-peer reply budget").
+        object_store: ``s3://BUCKET/PREFIX``, the workers' (issue 26): the master deletes an
+            unregistered or expired app's objects itself (no worker may be left) and sweeps
+            the objects of apps it does not know (``croupier.actors.object_janitor``).
+        orphan_grace: the sweep leaves an unknown app whose newest object is younger than this.
+        orphan_interval: seconds between orphan sweeps (0: none).
     """
 
     worker_timeout: float = 120.0
@@ -130,6 +135,9 @@ class MasterConfig:
     max_bytes_in_flight: int | None = None
     max_bytes_stored: int | None = None
     max_peer_reply_bytes: int = 64 * 1024**2
+    object_store: str | None = None
+    orphan_grace: float = 3600.0
+    orphan_interval: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,9 @@ most MULTIPART_PART * MULTIPART_CONCURRENCY bytes in flight. A failed upload is 
 times, then logged and counted (the worker copies still serve; ``wait_offloaded`` keeps
 waiting for it).
 
+A copy that overflowed to the object store before its commit (``dataplane/overflow.py``) is
+already there: ``already`` gives its size and digest, and it is only reported.
+
 State: the queue of ``(LocationKey, queued at)``, the upload threads, counters for the metrics
 and the admin view (``stats()``), and the callback told of each copy uploaded.
 """
@@ -66,8 +69,10 @@ class Offloader:
         threads: int = 2,
         on_offloaded: Callable[[OffloadedCopy], None] | None = None,
         on_close: Callable[[], None] | None = None,
+        already: Callable[[LocationKey], tuple[int, str] | None] | None = None,
     ) -> None:
         self._on_close = on_close
+        self._already = already
         self.objects = objects
         self._store = store
         self._on_offloaded = on_offloaded
@@ -171,6 +176,9 @@ class Offloader:
         index = committed.index
         parts = (key.app_id, key.shuffle_id, key.partition, key.epoch, str(key.role))
         data_key, index_key = object_key(*parts, "data"), object_key(*parts, "index")
+        done = self._already(key) if self._already is not None else None
+        if done is not None:  # overflowed (dataplane/overflow.py): its commit wrote both objects
+            return OffloadedCopy(key, data_key, index_key, *done)
         hasher = blake3.blake3()
 
         def chunks() -> Iterator[bytes]:

@@ -64,6 +64,7 @@ class Registration:
     on_status: called with the status of every heartbeat reply (decommissioning, drained).
     dirs: each data directory's free space, reserve and health, reported with each beat
         (None: not reported).
+    overflow: full disks spill to an object store (issue 26): said with each beat.
     """
 
     def __init__(
@@ -79,9 +80,11 @@ class Registration:
         on_status: Callable[[str], None] | None = None,
         dirs: Callable[[], list[DirState]] | None = None,
         http_port: int | None = None,
+        overflow: bool = False,
     ) -> None:
         self._on_status = on_status
         self.http_port = http_port  # reported in every heartbeat
+        self.overflow = overflow  # so is whether full disks spill to an object store
         self._pushed = pushed
         self._dirs = dirs
         self._master = master
@@ -167,6 +170,7 @@ class Registration:
                 pushed=self._pushed.report() if self._pushed is not None else None,
                 dirs=self._dir_reports(),
                 http_port=self.http_port,
+                overflow=self.overflow or None,
             )
         )
         self._told(_worker_timeout(body))

@@ -295,3 +295,37 @@ def test_workers_heartbeat_their_measured_load_and_the_master_keeps_it(tmp_path:
         for worker in cl.workers:  # what each sent last, also in WORKER_INFO
             info = worker.info()
             assert 0.0 <= info["disk_util"] <= 1.0 and 0.0 <= info["io_wait"] <= 1.0
+
+
+def test_a_commit_asks_workers_declared_lost_before_it_names_their_data_lost(cluster: LocalCluster) -> None:
+    """Two workers silent past the worker timeout (an overloaded machine: here SIGSTOP) when the
+    last map ends, answering again a moment later: the data is there and must read back. The old
+    commit never asked a worker the master had declared lost, so every copy on them 'failed at
+    commit' and their partitions read as DataLost (issue 25's false DataLost under load)."""
+    with croupier.connect(cluster.master_url) as client:
+        app = client.register_app("silent-at-commit")
+        sh = app.register_shuffle(num_mappers=1, num_partitions=6)
+        recs = records_for(0, 6, 300)
+        w = sh.writer(0, 0)
+        for p, items in recs.items():
+            for r in items:
+                w.write(p, r)
+        # every batch and seal acknowledged by both copies, the map not ended yet
+        w._sender.submit(w._accumulator.flush())
+        w._sender.submit(w._accumulator.seals())
+        w._sender.drain()
+        wids = cluster.worker_ids()
+        cluster.pause_worker(0)
+        cluster.pause_worker(1)
+        try:
+            wait_lost(cluster, {wids[0], wids[1]})
+            assert w._mapper_end().won  # the commit starts while both are declared lost
+            threading.Event().wait(0.5)
+        finally:
+            cluster.resume_worker(0)
+            cluster.resume_worker(1)
+        w._state = "closed"  # ended above
+        w._sender.abort()
+        for p, items in recs.items():
+            assert sorted(sh.reader(p)) == sorted(items), f"partition {p}"
+        app.unregister()

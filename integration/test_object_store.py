@@ -15,8 +15,11 @@ import pytest
 
 import croupier
 from croupier.core.commands import ExpireApp
+from croupier.core.config import MasterConfig
 from croupier.core.errors import DataLostError
+from croupier.services.cli import main as cli_main
 from croupier.services.local import LocalCluster
+from croupier.services.master import MasterService
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.objstore import ObjectStore, open_object_store
@@ -48,8 +51,23 @@ def _exactly_once(sh: croupier.Shuffle, expected: dict[int, list[bytes]]) -> Non
         assert len(got) == len(items) and sorted(got) == sorted(items), f"partition {p}"
 
 
+def _offload_shown(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """STATUS and ``croupier admin offload`` show every committed copy offloaded, in time."""
+    for _ in range(300):
+        offload = cluster.status()["offload"]
+        if offload["pending_copies"] == 0:
+            break
+        assert offload["shuffles"] and offload["oldest_pending_seconds"] >= 0
+        time.sleep(0.1)
+    assert offload["committed_copies"] == offload["offloaded_copies"] == 12  # 6 partitions, 2 copies
+    assert offload["pending_bytes"] == 0 and offload["shuffles"] == []
+    argv = ["admin", "--master", cluster.master_url, "--secret-file", str(cluster.secret_file), "offload"]
+    assert cli_main(argv) == 0
+    assert "12/12 committed copies in the object store, 0 pending" in capsys.readouterr().out
+
+
 def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_the_store(
-    cluster: LocalCluster, bucket: tuple[str, ObjectStore]
+    cluster: LocalCluster, bucket: tuple[str, ObjectStore], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, store = bucket
     with croupier.connect(cluster.master_url) as client:
@@ -61,6 +79,7 @@ def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_t
         sh.wait_offloaded(60)
         data = [o for o in store.list(f"{sh.app_id}/{sh.shuffle_id}/") if o.key.endswith(".data")]
         assert len(data) >= 6  # every partition's copies, in the bucket
+        _offload_shown(cluster, capsys)
         ids = {cluster.kill_worker(i) for i in range(3)}
         wait_lost(cluster, ids)
         _exactly_once(sh, expected)  # from the store alone
@@ -117,9 +136,10 @@ def _gone(store: ObjectStore, app_id: str) -> None:
 
 
 @pytest.mark.parametrize("how", ["unregister", "expiry"])
-def test_unregister_and_expiry_delete_the_objects(
+def test_unregister_and_expiry_delete_the_objects_with_every_worker_gone(
     cluster: LocalCluster, bucket: tuple[str, ObjectStore], how: str
 ) -> None:
+    # the workers used to be the only ones deleting: with all of them gone the objects stayed
     url, store = bucket
     with croupier.connect(cluster.master_url) as client:
         client.object_store = url
@@ -128,9 +148,43 @@ def test_unregister_and_expiry_delete_the_objects(
         write_all(sh, 2, 4, 50)
         sh.wait_offloaded(60)
         assert store.list(f"{sh.app_id}/")
+        for i in range(3):  # the master deletes them (it was run with the workers' --object-store)
+            cluster.kill_worker(i)
         if how == "unregister":
             app.unregister()
         else:  # what the app's actor sends when its heartbeats stop
             with MasterClient(cluster.master_url, signer=Signer.member(cluster.secret)) as master:
                 assert master.call(ExpireApp(sh.app_id))["changed"]
         _gone(store, sh.app_id)
+
+
+def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout(
+    tmp_path: Path, bucket: tuple[str, ObjectStore]
+) -> None:
+    url, store = bucket
+    grace = 3.0
+    config = MasterConfig(object_store=url, orphan_grace=grace, orphan_interval=0.2, takeover_grace=0.0)
+    kept = ["other-cluster/croupier/app-1/0/0-0-primary.data", "notes.txt"]  # not Croupier's layout here
+    ghost = ["ghost-0a1b/0/0-0-primary.data", "ghost-0a1b/0/0-0-primary.index"]  # an unknown app's
+    with (
+        MasterService("tcp://127.0.0.1:0", tmp_path / "master", config=config) as master,
+        croupier.connect(master.url) as client,
+    ):
+        live = client.register_app("live")
+        ended = client.register_app("ended")
+        kept.append(f"{live.app_id}/3/1-0-replica.data")
+        for key in [*kept, *ghost, f"{ended.app_id}/0/0-0-primary.data"]:
+            store.put(key, b"x")
+        ended.unregister()  # no worker at all: the master deletes its objects
+        _gone(store, ended.app_id)
+        time.sleep(grace)
+        fresh = "fresh-app/0/0-0-primary.data"  # unknown too, but younger than the grace
+        store.put(fresh, b"x")
+        want = sorted([*kept, fresh])
+        for _ in range(50):
+            listed = sorted(o.key for o in store.list())
+            if listed == want:
+                break
+            time.sleep(0.1)
+        assert listed == want
+        live.unregister()

@@ -178,3 +178,21 @@ def test_verify_reports_both_copies_damaged_but_no_data_lost_raised(
     assert code == 1
     assert result["fired"] == 1 and result["missed_data_lost"] == 1 and result["expected_data_lost"] == 0
     assert result["false_data_lost"] == 0
+
+
+def test_every_worker_killed_after_the_offload_reads_every_record_once_from_the_store(
+    capsys: pytest.CaptureFixture[str], seaweed: Any
+) -> None:
+    code, result = verify(
+        capsys, shuffles=1, seed=1, faults="all-gone", object_store=seaweed.new_bucket_url()
+    )
+    assert code == 0, result["failures"]
+    assert result["fired"] == 1 and result["records"] > 500
+    assert set(cells(result)) == {("all-gone", "after-commit")}
+    for name in ("lost", "duplicated", "bad", "false_data_lost", "expected_data_lost", "errors"):
+        assert result[name] == 0, name
+
+
+def test_all_gone_needs_an_object_store(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_verify(1, 1, ha=False, faults="all-gone", as_json=True) == 2
+    assert "--object-store" in capsys.readouterr().err

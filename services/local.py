@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any, Self
 
@@ -150,6 +151,9 @@ class LocalCluster(Service):
         self.secret: ClusterSecret | None = None
         self.master_config = master_config or MasterConfig(takeover_grace=5.0, worker_timeout=30.0)
         self.worker_config = worker_config or WorkerConfig(heartbeat_interval=1.0)
+        if self.master_config.object_store is None and self.worker_config.object_store is not None:
+            # the master deletes the objects too, and sweeps orphans (issue 26)
+            self.master_config = replace(self.master_config, object_store=self.worker_config.object_store)
         self._worker_args = worker_args or []
         self._master_args = master_args or []
         self.master: MasterService | None = None
@@ -210,6 +214,8 @@ class LocalCluster(Service):
             f"{cfg.app_timeout}s",
             "--grace",
             f"{cfg.takeover_grace}s",
+            *(["--object-store", cfg.object_store] if cfg.object_store is not None else []),
+            *(["--orphan-grace", f"{cfg.orphan_grace}s", "--orphan-interval", f"{cfg.orphan_interval}s"]),
             *self._master_args,
             *self._curve_flags(),
         ]

@@ -49,6 +49,7 @@ from croupier.dataplane.load import DiskRoom, LoadSampler
 from croupier.dataplane.locations import Locations
 from croupier.dataplane.offload import OffloadedCopy, Offloader
 from croupier.dataplane.orphans import OrphanSweep
+from croupier.dataplane.overflow import OverflowStore, max_open_for
 from croupier.dataplane.push import PushHandler
 from croupier.dataplane.pushed import PushedBytes
 from croupier.dataplane.registration import Registration
@@ -271,7 +272,11 @@ class WorkerService(Service):
             master.request(ReportOffload(self.worker_id, k.app_id, k.shuffle_id, (entry,)), ChangedReply)
 
         self.offloader = Offloader(
-            open_object_store(self.config.object_store), store, on_offloaded=report, on_close=master.close
+            open_object_store(self.config.object_store),
+            store,
+            on_offloaded=report,
+            on_close=master.close,
+            already=store.offloaded if isinstance(store, OverflowStore) else None,
         )
         return self.offloader
 
@@ -280,6 +285,9 @@ class WorkerService(Service):
         store = self.store = self._given_store or DiskPartitionStore(
             self.dirs, fsync=self.config.commit_fsync, reserve=self.config.disk_reserve
         )
+        if self.config.object_store is not None:  # full disks spill to the object store (issue 26)
+            objects = open_object_store(self.config.object_store)
+            store = self.store = OverflowStore(store, objects, max_open=max_open_for(self.config.memory_cap))
         self._room = DiskRoom(store.dir_states, self.config.memory_cap)
         committed = store.scan()
         if committed:
@@ -368,6 +376,7 @@ class WorkerService(Service):
             on_status=self._on_status,
             dirs=self._room.states if self._room is not None else None,
             http_port=self.http.port if self.http is not None else None,
+            overflow=isinstance(self.store, OverflowStore),
         )
 
     def _on_status(self, status: str) -> None:
@@ -395,7 +404,7 @@ class WorkerService(Service):
                     {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
                 ),
                 load=lambda: dict(self.load),
-                offload=lambda: self.offloader.stats() if self.offloader is not None else {},
+                offload=self._offload_figures,
             )
         )
         if self._http_listen is not None:
@@ -428,7 +437,15 @@ class WorkerService(Service):
             "throttled": sorted(self.throttle.throttled) if self.throttle is not None else [],
             "load": self.load,
             "offload": self.offloader.stats() if self.offloader is not None else None,
+            "overflow": self.store.stats() if isinstance(self.store, OverflowStore) else None,
         }
+
+    def _offload_figures(self) -> dict[str, float]:
+        """The offload's gauges, and the overflow's as ``overflow_*`` (issue 26)."""
+        figures = self.offloader.stats() if self.offloader is not None else {}
+        if isinstance(self.store, OverflowStore):
+            figures.update({f"overflow_{k}": v for k, v in self.store.stats().items()})
+        return figures
 
     def _client_curve(self) -> CurveClient | None:
         return self.curve.client() if self.curve is not None else None
@@ -498,4 +515,6 @@ class WorkerService(Service):
         self.tier.clear()
         if self.store is not None and self._given_store is None:
             self.store.close()
+        elif isinstance(self.store, OverflowStore):  # a given store stays open; the bucket's connections go
+            self.store.objects.close()
         self.store = None

@@ -434,6 +434,11 @@ class MemoryPartitionFile:
     def size(self) -> int:
         return len(self._data)
 
+    def written(self) -> bytes:
+        """The bytes written so far (a store that moves an open file elsewhere reads them)."""
+        with self._lock:
+            return bytes(self._data)
+
     def write(self, pieces: Sequence[bytes | memoryview]) -> None:
         with self._lock:
             if self._state != "open":

@@ -93,6 +93,8 @@ class Nemesis:
             return self._corrupt(fault, app_id, shuffle_id)
         if fault.kind == "double-kill":
             return self._kill_both(fault, app_id, shuffle_id)
+        if fault.kind == "all-gone":
+            return self._kill_all()
         i = self._target(fault, app_id, shuffle_id)
         if fault.kind == "disk-full":
             return self._fill(i)
@@ -210,6 +212,15 @@ class Nemesis:
             self.killed.add(address.worker_id)
             done.append(f"kill -9 of worker {i}")
         return done
+
+    def _kill_all(self) -> list[str]:
+        """kill -9 of every worker (the shuffle was offloaded first: issue 26's scale to zero)."""
+        ids = self._cluster.worker_ids()
+        for i in range(self._cluster.num_workers):
+            self._cluster.kill_worker(i)
+            self._held.discard(i)
+            self.killed.add(ids[i])
+        return [f"kill -9 of all {self._cluster.num_workers} workers"]
 
     def _fill(self, i: int) -> list[str]:
         """Fill every data directory of worker ``i``: a file takes all their free space."""

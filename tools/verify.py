@@ -6,9 +6,11 @@ shuffles one after the other. Each meets one fault from :func:`schedule` (kill -
 restart, pause past the worker timeout, a damaged file, both copies damaged, kill -9
 of the leading master) at one phase of its life, and every record is checked to read
 back exactly once. Between shuffles the nemesis heals the cluster, so faults stay
-single. The verdict is a fault x phase matrix; the exit code is non-zero on any loss,
-duplicate, wrong record, false ``DataLost``, double fault read back short without
-``DataLost``, or error that outlived the retries.
+single (after the last one the cluster just stops). The verdict is a fault x phase
+matrix; the exit code is non-zero on any loss, duplicate, wrong record, false
+``DataLost``, double fault read back short without ``DataLost``, or error that outlived
+the retries. ``all-gone`` (kill -9 of every worker once the shuffle is offloaded) needs
+an object store.
 
 Everything runs in the caller's thread (the nemesis adds short-lived resume timers)
 and is stopped before returning.
@@ -76,32 +78,36 @@ def run_verify(
     on_shuffle: Callable[[int, Outcome, float], None] | None = None,
     curve: bool = False,
     secret_file: str | None = None,
+    object_store: str | None = None,
 ) -> Report:
     """Run the verified shuffles; the report. ``on_shuffle(index, outcome, seconds)`` is
     called after each. ``curve``: every socket talks CURVE (keys from ``secret_file``).
+    ``object_store`` (``s3://BUCKET/PREFIX``): the workers offload there and the reader falls
+    back to it (needed by ``all-gone``, which kills every worker once the shuffle is offloaded).
 
     ``disk-full`` faults put every worker's directory on a small tmpfs (root only);
     ``double-kill`` faults add a 4th worker, so the rerun has two live workers to place on.
 
     Raises:
         ValueError: ``faults`` names an unknown kind or phase (see ``parse_faults``), or
-            ``disk-full`` without root.
+            ``disk-full`` without root, ``all-gone`` without ``object_store``.
         ZooKeeperNotInstalled: ``ha`` without a ZooKeeper install.
     """
     import croupier
     from croupier.tools.nemesis import Nemesis
 
     shape = shape or Shape()
-    plan = schedule(seed, parse_faults(faults, ha=ha), shuffles, shape.partitions)
+    plan = schedule(seed, _cells(faults, ha, object_store), shuffles, shape.partitions)
     report = Report(seed, ha)
     disks = contextlib.ExitStack()
     with (
         disks,
-        _cluster(plan, disks, ha=ha, curve=curve, secret_file=secret_file) as cluster,
+        _cluster(plan, disks, ha=ha, curve=curve, secret_file=secret_file, store=object_store) as cluster,
         croupier.connect(
             cluster.master_url, config=_CLIENT, curve_server_key=cluster.curve_server_key
         ) as client,
     ):
+        client.object_store = object_store
         nemesis = Nemesis(cluster, pause_for=PAUSE_FOR, rng=random.Random(seed))
         try:
             app = client.register_app("verify")
@@ -111,7 +117,8 @@ def run_verify(
                     outcome = run_shuffle(app, nemesis, fault, shape, salt=seed * 100_003 + i)
                 except (CroupierError, TimeoutError) as exc:
                     outcome = Outcome(fault, errors=[f"the shuffle broke off: {exc!r}"])
-                nemesis.heal()
+                if i < len(plan) - 1:  # the last shuffle's faults end with the cluster
+                    nemesis.heal()
                 report.add(i, outcome)
                 if on_shuffle is not None:
                     on_shuffle(i, outcome, time.monotonic() - started)
@@ -121,8 +128,22 @@ def run_verify(
     return report
 
 
+def _cells(faults: str | None, ha: bool, object_store: str | None) -> list[tuple[str, str]]:
+    """``parse_faults``, and ``all-gone`` only with an object store (ValueError otherwise)."""
+    cells = parse_faults(faults, ha=ha)
+    if object_store is None and any(kind == "all-gone" for kind, _ in cells):
+        raise ValueError("the all-gone fault needs --object-store s3://BUCKET/PREFIX (and the AWS_* vars)")
+    return cells
+
+
 def _cluster(
-    plan: list[Fault], disks: contextlib.ExitStack, *, ha: bool, curve: bool, secret_file: str | None
+    plan: list[Fault],
+    disks: contextlib.ExitStack,
+    *,
+    ha: bool,
+    curve: bool,
+    secret_file: str | None,
+    store: str | None = None,
 ) -> LocalCluster:
     """The verified cluster (not started); with ``disk-full`` in the plan, its workers'
     directories are small filesystems mounted through ``disks``; with ``double-kill``, 4
@@ -139,7 +160,7 @@ def _cluster(
         processes=True,
         ha=ha,
         master_config=_MASTER,
-        worker_config=_worker_config(plan),
+        worker_config=dataclasses.replace(_worker_config(plan), object_store=store),
         session_timeout=2.0,
         curve=curve,
         secret_file=secret_file,
@@ -155,6 +176,7 @@ def main_verify(
     as_json: bool,
     curve: bool = False,
     secret_file: str | None = None,
+    object_store: str | None = None,
 ) -> int:
     """The CLI: run, print the matrix (and with ``as_json`` one JSON line last on stdout).
 
@@ -177,13 +199,20 @@ def main_verify(
         )
 
     try:
-        parse_faults(faults, ha=ha)
+        _cells(faults, ha, object_store)
     except ValueError as exc:
         print(f"croupier verify: {exc}", file=sys.stderr)
         return 2
     try:
         report = run_verify(
-            shuffles, seed, ha=ha, faults=faults, on_shuffle=progress, curve=curve, secret_file=secret_file
+            shuffles,
+            seed,
+            ha=ha,
+            faults=faults,
+            on_shuffle=progress,
+            curve=curve,
+            secret_file=secret_file,
+            object_store=object_store,
         )
     except ZooKeeperNotInstalled as exc:
         print(f"croupier verify --ha: {exc}", file=sys.stderr)

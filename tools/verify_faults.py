@@ -16,6 +16,9 @@ exactly once, with no ``DataLost`` (the other copy holds what the full one lost)
 ``double-kill`` kills -9 both workers holding the partition's copies after the commit: the
 reader's ``DataLost`` must be recovered from by rerunning exactly the maps the master names
 lost (``Shuffle.rerun``), after which every record must read back exactly once.
+``all-gone`` (with an object store, issue 26) waits for ``Shuffle.wait_offloaded`` after the
+commit, then kills -9 **every** worker: every record must read back exactly once from the
+store alone, with no ``DataLost``.
 """
 
 from __future__ import annotations
@@ -27,16 +30,27 @@ from croupier.tools.verify_damage import DAMAGES
 
 __all__ = ["EXPLICIT", "KINDS", "PHASES", "Fault", "applicable", "parse_faults", "schedule"]
 
-KINDS = ("kill", "restart", "pause", "corrupt", "corrupt-both", "leader", "disk-full", "double-kill")
+KINDS = (
+    "kill",
+    "restart",
+    "pause",
+    "corrupt",
+    "corrupt-both",
+    "leader",
+    "disk-full",
+    "double-kill",
+    "all-gone",
+)
 # asked for by name only: disk-full mounts small filesystems, which needs root; double-kill
-# waits out the master's worker timeout and rewrites the lost maps (and adds a 4th worker)
-EXPLICIT = ("disk-full", "double-kill")
+# waits out the master's worker timeout and rewrites the lost maps (and adds a 4th worker);
+# all-gone needs an object store (``--object-store``)
+EXPLICIT = ("disk-full", "double-kill", "all-gone")
 PHASES = ("mid-push", "after-close", "during-commit", "after-commit", "mid-read")
 # damaged files must be committed ones: the commit writes the index
 _LATE = ("after-commit", "mid-read")
 # a full disk matters while data is written; after the commit reads must not mind it
 _DISK_FULL = ("mid-push", "after-close", "after-commit")
-# a rerun reopens a committed shuffle
+# a rerun reopens a committed shuffle; only a committed shuffle is offloaded
 _DOUBLE_KILL = ("after-commit",)
 
 
@@ -80,6 +94,8 @@ class Fault:
             return f"disk-full (the disks of partition {self.partition}'s {self.role}) at {self.phase}"
         if self.kind == "double-kill":
             return f"double-kill (kill -9 of both copies of partition {self.partition}) at {self.phase}"
+        if self.kind == "all-gone":
+            return f"all-gone (wait_offloaded, then kill -9 of every worker) at {self.phase}"
         extra = f" ({self.damage}{', restart' if self.restart else ''})" if self.damage else ""
         return f"{self.kind}{extra} of partition {self.partition} {self.role} at {self.phase}"
 
@@ -88,7 +104,7 @@ def applicable(kind: str) -> tuple[str, ...]:
     """The phases at which ``kind`` makes sense."""
     if kind == "disk-full":
         return _DISK_FULL
-    if kind == "double-kill":
+    if kind in ("double-kill", "all-gone"):
         return _DOUBLE_KILL
     return _LATE if kind.startswith("corrupt") else PHASES
 
@@ -96,7 +112,7 @@ def applicable(kind: str) -> tuple[str, ...]:
 def parse_faults(text: str | None, *, ha: bool) -> list[tuple[str, str]]:
     """The ``(kind, phase)`` cells asked for by ``--faults``: a comma list of ``KIND`` or
     ``KIND@PHASE``; empty or None means every kind that applies (``leader`` only with ``ha``;
-    not ``disk-full`` nor ``double-kill``, which must be named).
+    not ``disk-full``, ``double-kill`` nor ``all-gone``, which must be named).
 
     Raises:
         ValueError: an unknown kind or phase, a phase the kind does not apply to, or

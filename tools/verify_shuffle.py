@@ -7,7 +7,8 @@ every partition is read and checked, and the nemesis is called at the fault's ph
 - ``after-close``: maps 0..M-2 closed, before the last map starts (so before the commit);
 - ``during-commit``: the last map has pushed and sealed everything; the target worker is
   frozen just before its ``MapperEnd``, so the commit waits on it, then the fault fires;
-- ``after-commit``: once the master says committed, before any read;
+- ``after-commit``: once the master says committed, before any read (``all-gone``: once
+  ``Shuffle.wait_offloaded`` has returned too);
 - ``mid-read``: with the target partition read in the middle; worker and leader faults
   fire after its first record, file damage just before its reader starts.
 
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 _TRIES = 3
 _COMMIT_SETTLE = 0.3  # seconds for COMMIT_FILES to reach the frozen worker before the fault
 _LOST_WAIT = 60.0  # seconds for the master to name a double-kill's maps lost
+_OFFLOAD_WAIT = 120.0  # seconds for every committed partition to reach the object store
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,8 @@ def _write(run: _Run) -> bool:
         run.fire()
     elif phase == "after-commit":
         _wait_committed(run.sh)
+        if run.fault.kind == "all-gone":
+            run.sh.wait_offloaded(_OFFLOAD_WAIT)
         run.fire()
     return True
 

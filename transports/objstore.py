@@ -10,8 +10,9 @@ suite (tests/transports/test_objstore_conformance.py):
 
 A store is named by a URL, ``s3://BUCKET/PREFIX`` (or ``memory://NAME`` for the twin). Keys are
 relative to the prefix. The endpoint and credentials come from the standard AWS variables
-(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``), as
-every S3 tool reads them.
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) or an
+AWS profile (``AWS_PROFILE``, ``~/.aws/credentials`` and ``~/.aws/config``), as every S3 tool
+reads them.
 
 Objects are written once, whole and final: ``put``/``put_parts`` are atomic (a big file goes up as
 a multipart upload that the server assembles on completion), never a temporary key renamed
@@ -21,18 +22,24 @@ range past the end of an object is an :class:`ObjectStoreError`.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
 
 # a file bigger than this goes up as a multipart upload in parts of this size
 MULTIPART_PART = 8 << 20
 # parts of one multipart upload in flight at once: what one upload holds in memory is
 # MULTIPART_PART * MULTIPART_CONCURRENCY
 MULTIPART_CONCURRENCY = 4
+# the part size of a streamed writer (``open_writer``): S3's smallest part but the last
+WRITER_PART = 5 << 20
 
 
 class ObjectStoreError(Exception):
@@ -47,6 +54,25 @@ class ObjectNotFound(ObjectStoreError):
 class ObjectInfo:
     key: str  # relative to the store's prefix
     size: int
+    modified: float = 0.0  # when it was written, seconds since the epoch (the server's clock)
+
+
+class ObjectWriter(Protocol):
+    """One object written piece by piece (``ObjectStore.open_writer``): nothing is visible under
+    its key until ``close`` completes it, whole and final; ``abort`` leaves nothing behind.
+    It holds at most two parts in memory (the one filling, the one uploading)."""
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Append ``data`` (ObjectStoreError: the upload failed; the writer is then unusable)."""
+        ...
+
+    def close(self) -> None:
+        """Complete the upload: the object is final (ObjectStoreError: it is not)."""
+        ...
+
+    def abort(self) -> None:
+        """Give the upload up: no object appears (idempotent; a no-op after ``close``)."""
+        ...
 
 
 class ObjectStore(Protocol):
@@ -61,6 +87,11 @@ class ObjectStore(Protocol):
         MULTIPART_PART * MULTIPART_CONCURRENCY bytes in flight; its size."""
         ...
 
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        """A writer of one final object under ``key``, streamed as a multipart upload in parts
+        of ``part`` bytes (one PUT at ``close`` when it stays smaller)."""
+        ...
+
     def get_range(self, key: str, start: int, length: int) -> bytes:
         """Exactly ``length`` bytes from ``start``, or ObjectStoreError (never a short read)."""
         ...
@@ -70,6 +101,11 @@ class ObjectStore(Protocol):
         ...
 
     def list(self, prefix: str = "") -> list[ObjectInfo]: ...
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """The objects under ``prefix`` as a stream, in no particular order (a listing of a
+        big bucket in pages, never held whole in memory)."""
+        ...
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete these objects; a missing one is not an error."""
@@ -109,6 +145,7 @@ class _Bucket:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.objects: dict[str, bytes] = {}
+        self.modified: dict[str, float] = {}
 
 
 # memory:// buckets by name, shared by every MemoryObjectStore of this process (a writer and a
@@ -127,11 +164,15 @@ class MemoryObjectStore:
     def put(self, key: str, data: bytes) -> None:
         with self._bucket.lock:
             self._bucket.objects[self._prefix + key] = bytes(data)
+            self._bucket.modified[self._prefix + key] = time.time()
 
     def put_parts(self, key: str, parts: Iterable[bytes]) -> int:
         data = b"".join(parts)
         self.put(key, data)
         return len(data)
+
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        return _MemoryWriter(self, key)
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
         _check_range(key, start, length)
@@ -150,15 +191,25 @@ class MemoryObjectStore:
         return None if data is None else len(data)
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
+        return sorted(self.walk(prefix))
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         full = self._prefix + prefix
+        b = self._bucket
+        with b.lock:
+            found = [(k, len(v), b.modified.get(k, 0.0)) for k, v in b.objects.items() if k.startswith(full)]
+        return iter([ObjectInfo(k[len(self._prefix) :], n, t) for k, n, t in found])
+
+    def age(self, key: str, seconds: float) -> None:
+        """Make an object look ``seconds`` older (the orphan sweep's tests)."""
         with self._bucket.lock:
-            found = [(k, len(v)) for k, v in self._bucket.objects.items() if k.startswith(full)]
-        return sorted(ObjectInfo(k[len(self._prefix) :], n) for k, n in found)
+            self._bucket.modified[self._prefix + key] -= seconds
 
     def delete(self, keys: Sequence[str]) -> None:
         with self._bucket.lock:
             for key in keys:
                 self._bucket.objects.pop(self._prefix + key, None)
+                self._bucket.modified.pop(self._prefix + key, None)
 
     def corrupt(self, key: str, offset: int) -> None:
         """Flip one byte of an object (the damaged-object tests)."""
@@ -169,6 +220,28 @@ class MemoryObjectStore:
 
     def close(self) -> None:
         return None
+
+
+class _MemoryWriter:
+    """The twin's writer: a bytearray, put whole at ``close``."""
+
+    def __init__(self, store: MemoryObjectStore, key: str) -> None:
+        self._store, self._key = store, key
+        self._data: bytearray | None = bytearray()
+
+    def write(self, data: bytes | memoryview) -> None:
+        if self._data is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        self._data += data
+
+    def close(self) -> None:
+        if self._data is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        data, self._data = bytes(self._data), None
+        self._store.put(self._key, data)
+
+    def abort(self) -> None:
+        self._data = None
 
 
 def _s3_config() -> dict[str, Any]:
@@ -186,20 +259,75 @@ def _s3_config() -> dict[str, Any]:
     return config
 
 
+def _wants_profile() -> bool:
+    """Whether credentials come from an AWS profile, as the AWS CLI and boto3 resolve it:
+    ``AWS_PROFILE`` is set, or no key is in the environment and a shared credentials or config
+    file exists (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``, or under ``~/.aws``)."""
+    if os.environ.get("AWS_PROFILE"):
+        return True
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return False
+    files = (
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials",
+        os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
+    )
+    return any(os.path.isfile(os.path.expanduser(f)) for f in files)
+
+
+def _profile_provider(config: dict[str, Any]) -> Any:
+    """obstore's boto3 credential provider for the profile (refreshed as boto3 refreshes it:
+    SSO, assume-role, a credential process); the profile's region and ``endpoint_url`` fill
+    ``config`` where the environment set none.
+
+    Raises:
+        ObjectStoreError: boto3 is missing, or the profile is unknown or has no credentials.
+    """
+    try:
+        import boto3  # type: ignore[import-untyped]
+        from obstore.auth.boto3 import Boto3CredentialProvider
+    except ImportError as exc:
+        raise ObjectStoreError(
+            f"credentials from an AWS profile need boto3 ({exc}): pip install 'croupier[aws]',"
+            " or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        ) from exc
+    try:
+        session = boto3.Session()
+        if session.get_credentials() is None:
+            raise ObjectStoreError(f"AWS profile {session.profile_name!r} has no credentials")
+        scoped = session._session.get_scoped_config()
+    except ObjectStoreError:
+        raise
+    except Exception as exc:  # botocore's ProfileNotFound, a malformed file
+        raise ObjectStoreError(f"AWS profile: {exc}") from exc
+    if "endpoint" not in config and scoped.get("endpoint_url"):
+        config["endpoint"] = scoped["endpoint_url"]
+        config["virtual_hosted_style_request"] = False
+    if "region" not in config and session.region_name:
+        config["region"] = session.region_name
+    return Boto3CredentialProvider(session)
+
+
 class S3ObjectStore:
-    """An S3 bucket through obstore. Thread-safe; one connection pool per store."""
+    """An S3 bucket through obstore. Thread-safe; one connection pool per store.
+
+    Credentials: the ``AWS_*`` variables (obstore reads them, and the instance or container
+    role when none is set), or an AWS profile (``AWS_PROFILE``, ``~/.aws/credentials``) through
+    obstore's boto3 credential provider (the ``aws`` extra).
+    """
 
     def __init__(self, url: str, bucket: str, prefix: str) -> None:
         from obstore.store import S3Store
 
         self.url = url
         config = _s3_config()
+        provider = _profile_provider(config) if _wants_profile() else None
         allow_http = str(config.get("endpoint", "")).startswith("http://")
         self._store: Any = S3Store(
             bucket,
             prefix=prefix or None,
             config=config,  # type: ignore[arg-type]
             client_options={"allow_http": allow_http},
+            credential_provider=provider,
         )
 
     def put(self, key: str, data: bytes) -> None:
@@ -233,6 +361,9 @@ class S3ObjectStore:
             raise ObjectStoreError(f"put {key}: {exc}") from exc
         return size
 
+    def open_writer(self, key: str, part: int = WRITER_PART) -> ObjectWriter:
+        return _S3Writer(self._store, key, part)
+
     def get_range(self, key: str, start: int, length: int) -> bytes:
         import obstore
 
@@ -258,15 +389,19 @@ class S3ObjectStore:
             raise ObjectStoreError(f"head {key}: {exc}") from exc
 
     def list(self, prefix: str = "") -> list[ObjectInfo]:
+        return sorted(self.walk(prefix))
+
+    def walk(self, prefix: str = "") -> Iterator[ObjectInfo]:
         import obstore
 
-        found: list[ObjectInfo] = []
         try:
             for batch in obstore.list(self._store, prefix or None):
-                found += [ObjectInfo(str(m["path"]), int(m["size"])) for m in batch]
+                for m in batch:
+                    modified = m.get("last_modified")
+                    stamp = modified.timestamp() if modified is not None else 0.0
+                    yield ObjectInfo(str(m["path"]), int(m["size"]), stamp)
         except Exception as exc:
             raise ObjectStoreError(f"list {prefix}: {exc}") from exc
-        return sorted(found)
 
     def delete(self, keys: Sequence[str]) -> None:
         import obstore
@@ -282,6 +417,43 @@ class S3ObjectStore:
 
     def close(self) -> None:
         self._store = None
+
+
+class _S3Writer:
+    """obstore's buffered writer: parts of ``part`` bytes, one uploading at a time."""
+
+    def __init__(self, store: Any, key: str, part: int) -> None:
+        import obstore
+
+        self._key = key
+        self._file: Any = obstore.open_writer(store, key, buffer_size=part, max_concurrency=1)
+
+    def write(self, data: bytes | memoryview) -> None:
+        if self._file is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        try:
+            self._file.write(data)
+        except Exception as exc:
+            self.abort()
+            raise ObjectStoreError(f"put {self._key}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._file is None:
+            raise ObjectStoreError(f"put {self._key}: the writer is closed")
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except Exception as exc:
+            raise ObjectStoreError(f"put {self._key}: {exc}") from exc
+
+    def abort(self) -> None:
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:  # leaving the context with an exception aborts the multipart upload
+            file.__exit__(ObjectStoreError, ObjectStoreError("aborted"), None)
+        except Exception as exc:  # an incomplete upload is never an object: nothing is visible
+            log.warning("aborting the upload of %s: %s", self._key, exc)
 
 
 def _as_error(key: str, exc: Exception) -> ObjectStoreError:

@@ -46,6 +46,19 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         help="live apps at most (one thread each); more get QUOTA_EXCEEDED",
     )
     _add_quota_flags(m)
+    m.add_argument(
+        "--object-store",
+        default=None,
+        metavar="s3://BUCKET/PREFIX",
+        help="the workers' object store: the master deletes unregistered and expired apps' objects"
+        " there (even with no worker left) and sweeps the objects of apps it does not know",
+    )
+    m.add_argument(
+        "--orphan-grace",
+        default="1h",
+        help="the sweep leaves an unknown app's objects alone until the newest is this old",
+    )
+    m.add_argument("--orphan-interval", default="10min", help="how often to sweep for orphans (0: never)")
     _add_peer_reply_flag(m, MasterConfig().max_peer_reply_bytes)
     _add_secret_flag(m, "the cluster secret (default: <data-dir>/secret, created; required with --ha)")
     _add_http_flag(m)
@@ -63,6 +76,9 @@ def cmd_master(args: argparse.Namespace) -> int:
         max_apps=args.max_apps,
         **_quota_settings(args),
         max_peer_reply_bytes=parse_size(args.max_peer_reply_bytes),
+        object_store=args.object_store,
+        orphan_grace=parse_duration(args.orphan_grace),
+        orphan_interval=parse_duration(args.orphan_interval),
     )
     # the bound URL is the first line on stdout, so scripts can read it; the start-up's log
     # lines (stderr) wait for it, so that it is the first line of both captured together too

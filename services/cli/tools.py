@@ -120,8 +120,16 @@ def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
         "--faults",
         default="",
         help="comma list of KIND or KIND@PHASE; kinds: kill, restart, pause, corrupt, corrupt-both,"
-        " leader (--ha); phases: mid-push, after-close, during-commit, after-commit, mid-read"
-        " (default: every kind that applies)",
+        " leader (--ha), disk-full (root), double-kill, all-gone (--object-store); phases: mid-push,"
+        " after-close, during-commit, after-commit, mid-read (default: every kind that applies but"
+        " disk-full, double-kill and all-gone)",
+    )
+    v.add_argument(
+        "--object-store",
+        default=None,
+        metavar="s3://BUCKET/PREFIX",
+        help="the workers offload there and readers fall back to it (endpoint and credentials:"
+        " the AWS_* variables); the all-gone fault needs it",
     )
     v.add_argument("--json", action="store_true", help="end with one JSON line (the matrix and totals)")
     _add_secret_flag(v, "the cluster secret (default: one created under the run's directory)")
@@ -140,4 +148,5 @@ def cmd_verify(args: argparse.Namespace) -> int:
         as_json=args.json,
         curve=args.curve,
         secret_file=_secret_file(args),
+        object_store=args.object_store,
     )

@@ -34,6 +34,15 @@ class RecordingCoordinator:
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:
         pass
 
+    def apps_loaded(self, apps: object) -> None:
+        pass
+
+    def app_registered(self, app_id: str) -> None:
+        pass
+
+    def tick(self, now: float) -> None:
+        pass
+
 
 Recorded = tuple["pykka.ActorRef[MasterActor]", RecordingCoordinator]
 
@@ -91,3 +100,15 @@ def test_a_worker_restarted_before_the_commit_loses_its_epoch_0_copies(recorded:
     # where w0 was the primary, no copy is left: every declared map of those partitions is named
     gone = {cp.partition for cp in plan.copies if cp.worker == "w0" and cp.role == CopyRole.PRIMARY}
     assert {p for p, _, _ in report.lost_maps} == gone
+
+
+def test_a_worker_declared_lost_is_a_suspect_of_the_commit_plan_not_left_out(recorded: Recorded) -> None:
+    actor, coordinator = recorded
+    for i in range(3):
+        run(actor, c.RegisterWorker(f"w{i}", "h", 10 + i, 2, 3, 4, 100, "inc1"))
+    run(actor, c.RegisterApp("job", "app1"))
+    run(actor, c.RegisterShuffle("app1", 1, 3))
+    run(actor, c.LoseWorker("w1", "no heartbeat"))  # silent past the timeout: maybe only slow
+    run(actor, c.MapperEnd("app1", 0, 0, 0, 3, encode_bitmap(from_partitions([0, 1, 2], 3))))
+    (plan,) = coordinator.plans
+    assert "w1" not in plan.workers and plan.suspects == {"w1": "tcp://h:11"}

@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from croupier.transports.objstore import (
     MULTIPART_PART,
+    WRITER_PART,
     MemoryObjectStore,
     ObjectNotFound,
     ObjectStore,
@@ -91,6 +94,18 @@ def test_list_by_prefix_then_delete(store: ObjectStore) -> None:
     store.delete([])
 
 
+def test_walk_streams_the_listing_with_each_object_s_write_time(store: ObjectStore) -> None:
+    before = time.time()
+    for key in ("w/0/a", "w/0/b", "w/1/c"):
+        store.put(key, b"x" * 3)
+    want = [("w/0/a", 3), ("w/0/b", 3), ("w/1/c", 3)]
+    assert _listed(store, "w/", want) == want
+    walked = sorted(store.walk("w/"))
+    assert walked == store.list("w/")
+    # the server's clock stamps the objects: within a minute of ours either way
+    assert all(before - 60 < o.modified < time.time() + 60 for o in walked)
+
+
 def test_urls() -> None:
     assert parse_url("s3://bucket/a/prefix/") == ("s3", "bucket", "a/prefix")
     assert parse_url("s3://bucket") == ("s3", "bucket", "")
@@ -104,3 +119,54 @@ def test_memory_urls_share_one_bucket_per_name() -> None:
     one.put("x", b"1")
     assert two.get_range("x", 0, 1) == b"1"
     one.delete(["x"])
+
+
+def test_a_writer_streams_one_final_object_in_parts(store: ObjectStore) -> None:
+    data = os.urandom(WRITER_PART * 2 + 777)  # three parts
+    writer = store.open_writer("w/big")
+    for i in range(0, len(data), 1_000_000):
+        writer.write(memoryview(data)[i : i + 1_000_000])
+    assert store.size("w/big") is None  # nothing is visible before close
+    writer.close()
+    assert store.size("w/big") == len(data)
+    assert store.get_range("w/big", WRITER_PART - 5, 10) == data[WRITER_PART - 5 : WRITER_PART + 5]
+    small = store.open_writer("w/small")  # smaller than a part: one PUT at close
+    small.write(b"abc")
+    small.close()
+    assert store.get_range("w/small", 0, 3) == b"abc"
+    with pytest.raises(ObjectStoreError):
+        small.write(b"more")
+
+
+def test_an_aborted_writer_leaves_no_object(store: ObjectStore) -> None:
+    writer = store.open_writer("w/gone")
+    writer.write(os.urandom(WRITER_PART + 10))  # a part is already up
+    writer.abort()
+    writer.abort()  # idempotent
+    assert store.size("w/gone") is None
+    assert not store.list("w/")
+
+
+def test_credentials_and_endpoint_from_an_aws_profile(
+    seaweed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.seaweed import ACCESS_KEY, REGION, SECRET_KEY
+
+    creds, config = tmp_path / "credentials", tmp_path / "config"
+    creds.write_text(f"[shuffles]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    config.write_text(f"[profile shuffles]\nregion = {REGION}\nendpoint_url = {seaweed.endpoint}\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "shuffles")
+    store = open_object_store(seaweed.new_bucket_url())
+    try:
+        store.put("from/a/profile", b"profiled")
+        assert store.get_range("from/a/profile", 0, 8) == b"profiled"
+    finally:
+        store.close()
+    monkeypatch.setenv("AWS_PROFILE", "nobody")
+    with pytest.raises(ObjectStoreError, match="nobody"):
+        open_object_store(seaweed.new_bucket_url())
