@@ -187,4 +187,7 @@ def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout
                 break
             time.sleep(0.1)
         assert listed == want
+        registry = master.metrics.registry
+        assert registry.get_sample_value("croupier_master_orphan_apps_swept_total") == 1
+        assert registry.get_sample_value("croupier_master_objects_deleted_total") == 1  # ended's
         live.unregister()

@@ -546,6 +546,7 @@ class _MasterCollector(Collector):
             value=sum(len(s.get("lost_partitions", ())) for s in shuffles),
         )
         yield from _offload(status.get("offload"))
+        yield from _janitor(status.get("object_janitor"))
 
 
 _OFFLOAD_GAUGES = (
@@ -555,6 +556,31 @@ _OFFLOAD_GAUGES = (
     ("pending_bytes", "Bytes of committed copies not in the object store yet (an estimate)"),
     ("oldest_pending_seconds", "Age of the oldest commit with copies not in the object store yet"),
 )
+
+
+_JANITOR_COUNTERS = (
+    (
+        "deleted_objects",
+        "croupier_master_objects_deleted",
+        "Objects the master deleted (unregister, expiry)",
+    ),
+    ("sweeps", "croupier_master_orphan_sweeps", "Orphan sweeps of the object store run"),
+    (
+        "swept_apps",
+        "croupier_master_orphan_apps_swept",
+        "Unknown apps the orphan sweep deleted",
+    ),
+    ("swept_objects", "croupier_master_orphan_objects_swept", "Objects the orphan sweep deleted"),
+    ("failures", "croupier_master_object_cleanup_failures", "Object-store deletions or sweeps that failed"),
+)
+
+
+def _janitor(stats: dict[str, Any] | None) -> Iterator[Metric]:
+    """The master's object-store cleanup (``croupier.actors.object_janitor``), since it leads."""
+    if stats is None:
+        return
+    for key, name, text in _JANITOR_COUNTERS:
+        yield CounterMetricFamily(name, text, value=stats.get(key, 0))
 
 
 def _offload(offload: dict[str, Any] | None) -> Iterator[Metric]:

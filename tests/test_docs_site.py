@@ -115,6 +115,7 @@ def _exposed(registry_dir: Path) -> set[str]:
         lambda: {
             **{"term": 1, "seq": 1, "master": {"role": "leader"}, "workers": [], "apps": [], "shuffles": []},
             "offload": {},
+            "object_janitor": {},
         }
     )
     names = set()

@@ -215,6 +215,13 @@ def test_a_master_with_an_object_store_reports_the_offload_s_progress_and_lag() 
     m.collect(lambda: {**status, "offload": {**offload, "oldest_pending_seconds": 12.5, "shuffles": []}})
     for name, want in (*offload.items(), ("oldest_pending_seconds", 12.5)):
         assert value(m.registry, f"croupier_master_offload_{name}") == want, name
+    assert m.registry.get_sample_value("croupier_master_orphan_sweeps_total") is None  # no janitor stats
+    janitor = {"deleted_objects": 7, "sweeps": 2, "swept_apps": 1, "swept_objects": 3, "failures": 0}
+    m = MasterMetrics()
+    m.collect(lambda: {**status, "object_janitor": janitor})
+    assert value(m.registry, "croupier_master_objects_deleted_total") == 7
+    assert value(m.registry, "croupier_master_orphan_sweeps_total") == 2
+    assert value(m.registry, "croupier_master_orphan_objects_swept_total") == 3
 
 
 def test_a_follower_reports_its_role_only() -> None:
