@@ -85,7 +85,7 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
         raise BadRequest(f"expected a {expect.name} header, got {header.kind.name}")
     if expect is Kind.REQUEST:
         if header.flags & ~_AUTH_FLAG:
-            raise BadRequest(f"unknown header flags 0x{header.flags:04x}: a request may set only bit 0 (AUTH)")
+            raise BadRequest(f"unknown header flags 0x{header.flags:04x}: a request sets only bit 0 (AUTH)")
         if header.status:
             raise BadRequest(f"a request's status must be 0, got {header.status}")
     body = decode_body(frames[1])
