@@ -7,33 +7,31 @@ State it owns (all on the actor's pykka thread):
     reserver    the ``ReservationSender`` (with a coordinator only): a placement's reply
                 waits for the placed workers' ``RESERVE`` acks (or its timeout)
 
-Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded
-events and the reply to the committer -> the committer appends the group to the
-log and only then sends the reply. Replies therefore leave in command order (but
-for REGISTER_SHUFFLE and REVIVE_PARTITION, which then wait for the workers'
-``RESERVE`` acks, and for the reads of one shuffle below), and a reply is never sent
-for state a crash could take back.
+Flow of one command: ``decide`` -> ``apply`` each event -> hand the encoded events and the
+reply to the committer -> the committer appends the group to the log and only then sends the
+reply. Replies therefore leave in command order (but for REGISTER_SHUFFLE and
+REVIVE_PARTITION, which then wait for the workers' ``RESERVE`` acks, and for the reads of one
+shuffle below), and a reply is never sent for state a crash could take back.
 
-Reads of one shuffle (GET_LOCATIONS, GET_LOCATIONS_BATCH, GET_SHUFFLE) are answered at
-once, on this thread, when every event they can show is durable: the last event of
-their shuffle and the last event of no shuffle (workers, apps, terms) are at or below
-the committer's ``durable_seq`` (the log's own answer to its last append). So a read of
-a quiet shuffle does not wait behind the group commits of busy ones' MAPPER_ENDs; a
-read of a shuffle with events in flight waits for them as before.
+Reads of one shuffle (GET_LOCATIONS, GET_LOCATIONS_BATCH, GET_SHUFFLE) are answered at once,
+on this thread, when every event they can show is durable: the last event of their shuffle
+and the last event of no shuffle (workers, apps, terms) are at or below the committer's
+``durable_seq`` (the log's own answer to its last append). So a read of a quiet shuffle does
+not wait behind the group commits of busy ones' MAPPER_ENDs; a read of a shuffle with events
+in flight waits for them as before.
 
 If an append fails, the committer refuses everything decided after it, and this
 actor reloads its state from the log (``Reload``) before it accepts more.
 
-Start-up: ``on_start`` loads the log and starts one ``AppActor`` (one thread) per
-registered app; it settles the ``started`` future either way, so the owner waits
-for it and stops with the reason (``LogCorrupted``, ``Unavailable``) instead of
-serving from an actor that never started. A registration whose app actor cannot
-be started (no thread left) is refused with ``UNAVAILABLE`` and logs nothing;
-``config.max_apps`` caps the live apps (``QUOTA_EXCEEDED`` past it).
+Start-up: ``on_start`` loads the log and starts one ``AppActor`` (one thread) per registered
+app; it settles the ``started`` future either way, so the owner waits for it and stops with
+the reason (``LogCorrupted``, ``Unavailable``) instead of serving from an actor that never
+started. A registration whose app actor cannot be started (no thread left) is refused with
+``UNAVAILABLE`` and logs nothing; ``config.max_apps`` caps the live apps (``QUOTA_EXCEEDED``).
 
-Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from
-any thread (the RPC server's, app actors'). Reply callbacks run on the
-committer's thread, or the reserver's for placements.
+Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from any thread
+(the RPC server's, app actors'). Reply callbacks run on the committer's thread, or the
+reserver's for placements.
 """
 
 from __future__ import annotations
@@ -66,7 +64,7 @@ from croupier.core.commands import (
     RevivePartition,
     Status,
     WorkerHeartbeat,
-    usable,
+    full_workers,
 )
 from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
@@ -85,6 +83,7 @@ from croupier.core.events import (
     WorkerRegistered,
     event_object,
 )
+from croupier.core.offload_progress import offload_row
 from croupier.core.placement import ewma, load_score
 from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
 from croupier.core.replies import (
@@ -136,8 +135,7 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class SubmitMany:
-    """A burst of commands read together: one actor message instead of one each.
-    ``validated``: every command comes from ``decode_command``, which validated it."""
+    """A burst of commands read together, one actor message; ``validated``: by ``decode_command``."""
 
     items: list[tuple[Command, ReplyFn | None]]
     validated: bool = False
@@ -172,9 +170,8 @@ class SetWritable:
 
 
 def _with_timeouts(body: Any, config: MasterConfig) -> Any:
-    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4): workers are
-    told ``worker_timeout``, apps ``app_timeout``, at registration and in every beat's reply,
-    so that a member that beats at a third of it is never declared lost while healthy."""
+    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4), at registration and
+    in every beat's reply, so that a member beating at a third of it is never declared lost."""
     if isinstance(body, RegisterWorkerReply | WorkerHeartbeatReply):
         return dataclasses.replace(body, worker_timeout=config.worker_timeout)
     if isinstance(body, RegisterAppReply | AppHeartbeatReply):
@@ -248,7 +245,7 @@ class MasterActor(pykka.ThreadingActor):
         self._worker_seen: dict[str, float] = {}
         self._worker_load: dict[str, float] = {}
         self._worker_dirs: dict[str, tuple[DirReport, ...]] = {}  # the last heartbeat's dirs
-        self._overflows: set[str] = set()  # workers whose full disks spill to an object store
+        self._overflows: set[str] = set()  # workers whose full disks spill to a bucket: not full
         self._worker_http: dict[str, int] = {}  # worker -> its HTTP port (soft: from heartbeats)
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
@@ -445,8 +442,7 @@ class MasterActor(pykka.ThreadingActor):
             self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
             return
         if isinstance(body, StatusReply) and quotas is not None:
-            tenants = tenant_rows(self.state, quotas)
-            body = dataclasses.replace(body, master=self._master_info(), tenants=tenants)
+            body = self._added(body, quotas)
         body = _with_timeouts(body, self._config)
         records: list[bytes] = []
         try:
@@ -530,8 +526,7 @@ class MasterActor(pykka.ThreadingActor):
 
     def _quotas(self, command: Command) -> QuotaContext:
         """Tenants, default quotas and (for the commands that use them) the bytes in flight."""
-        needs_pushed = isinstance(command, RegisterShuffle | Status)
-        pushed = sum_pushed(self._pushed) if needs_pushed else {}
+        pushed = sum_pushed(self._pushed) if isinstance(command, RegisterShuffle | Status) else {}
         return QuotaContext(self._config.tenants, default_quotas(self._config), pushed)
 
     def _enrich(self, command: Command, now: float) -> Command:
@@ -541,14 +536,12 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, WorkerHeartbeat):
             score = load_score(command.disk_util, command.io_wait, command.pending_flush)
             self._worker_load[command.worker_id] = ewma(self._worker_load.get(command.worker_id), score)
+            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
-        if isinstance(command, WorkerHeartbeat):  # full disks that spill to a bucket have room
-            (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if not isinstance(command, RegisterShuffle | RevivePartition):
             return command
-        dirs = self._worker_dirs.items()
-        full = tuple(sorted(w for w, d in dirs if not usable(d) and w not in self._overflows))
+        full = full_workers(self._worker_dirs, self._overflows)
         if isinstance(command, RegisterShuffle):
             return dataclasses.replace(command, loads=dict(self._worker_load), full=full)
         return dataclasses.replace(command, full=full)
@@ -655,9 +648,13 @@ class MasterActor(pykka.ThreadingActor):
             self.state, command, self._clock(), self._rng, max_apps=self._config.max_apps, quotas=quotas
         )
         assert isinstance(body, StatusReply)
+        return dict(to_json(self._added(body, quotas)))
+
+    def _added(self, body: StatusReply, quotas: QuotaContext) -> StatusReply:
+        """STATUS as the leader answers it: its soft state, the tenants, the offload's progress."""
+        offload = offload_row(self.state, self._clock()) if self._config.object_store else None
         tenants = tenant_rows(self.state, quotas)
-        out: dict[str, Any] = to_json(dataclasses.replace(body, master=self._master_info(), tenants=tenants))
-        return out
+        return dataclasses.replace(body, master=self._master_info(), tenants=tenants, offload=offload)
 
     def _master_info(self) -> MasterInfo:
         now = self._clock()

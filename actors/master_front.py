@@ -331,6 +331,10 @@ class MasterFront:
         """STATUS as an admin would get it, as JSON values (the HTTP API and the metrics);
         None when no actor serves (a follower, or starting or stopping)."""
         status: dict[str, Any] | None = self._ask(GetStatus())
+        coordinator = self._coordinator
+        if status is not None and coordinator is not None and coordinator.janitor is not None:
+            # the object store's cleanup (soft counters of this leadership; not in STATUS)
+            status["object_janitor"] = coordinator.janitor.stats()
         return status
 
     def inspect(self, fn: Callable[[MasterState], R]) -> R | None:

@@ -7,6 +7,8 @@ command's ``MsgType``; the body's fields are the dataclass fields below.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -173,6 +175,13 @@ def usable(dirs: tuple[DirReport, ...] | None) -> bool:
     """Whether a worker reporting ``dirs`` may get new slots: some directory is healthy with
     free space at or above its reserve (a worker that reports none counts as usable)."""
     return dirs is None or any(healthy and free >= reserve for _, free, _, reserve, healthy in dirs)
+
+
+def full_workers(dirs: Mapping[str, tuple[DirReport, ...]], overflows: AbstractSet[str]) -> tuple[str, ...]:
+    """The workers that get no new slots for lack of space, sorted: those whose last reported
+    ``dirs`` are not ``usable``, but for those whose full disks overflow to an object store
+    (``WorkerHeartbeat.overflow``, issue 26): they have room as long as the bucket has."""
+    return tuple(sorted(w for w, d in dirs.items() if w not in overflows and not usable(d)))
 
 
 @dataclass(frozen=True, slots=True)

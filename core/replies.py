@@ -29,6 +29,8 @@ __all__ = [
     "LostMapsReply",
     "MapperEndReply",
     "MasterInfo",
+    "OffloadRow",
+    "OffloadShuffleRow",
     "PartitionLocation",
     "PartitionLocations",
     "PingReply",
@@ -392,9 +394,34 @@ class MasterInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class OffloadShuffleRow:
+    """A committed shuffle whose copies are not all in the object store yet (issue 26)."""
+
+    app_id: str
+    shuffle_id: int
+    committed_copies: int
+    offloaded_copies: int
+    pending_bytes: int  # an estimate: croupier.core.offload_progress
+    lag_seconds: float  # since its commit
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadRow:
+    """STATUS's ``offload``: the object store's progress and lag (``croupier.core.offload_progress``)."""
+
+    committed_copies: int
+    offloaded_copies: int
+    pending_copies: int
+    pending_bytes: int
+    oldest_pending_seconds: float
+    shuffles: tuple[OffloadShuffleRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class StatusReply:
-    """STATUS: the durable state as admin sees it; ``master`` and ``tenants`` (usage and
-    quotas per tenant, ``croupier.core.quotas``) are added by the answering master."""
+    """STATUS: the durable state as admin sees it; ``master``, ``tenants`` (usage and
+    quotas per tenant, ``croupier.core.quotas``) and, on a master run with an object store,
+    ``offload`` (``croupier.core.offload_progress``) are added by the answering master."""
 
     term: int
     leader: str
@@ -404,6 +431,7 @@ class StatusReply:
     shuffles: tuple[ShuffleSummary, ...]
     master: MasterInfo | None = field(default=None, metadata=OMITTED_WHEN_NONE)
     tenants: tuple[TenantRow, ...] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    offload: OffloadRow | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
 @dataclass(frozen=True, slots=True)

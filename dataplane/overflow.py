@@ -241,6 +241,7 @@ class OverflowStore:
         self._open: dict[LocationKey, _ObjectFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, str]] = {}
         self._stats = {"created": 0, "moved": 0, "committed": 0, "bytes": 0, "refused": 0}
+        self._closed = False
 
     # -- the PartitionStore port -------------------------------------------------------------
 
@@ -324,6 +325,7 @@ class OverflowStore:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             files, self._open = list(self._open.values()), {}
         for f in files:
             f.kill()
@@ -345,6 +347,10 @@ class OverflowStore:
 
     def _open_object(self, key: LocationKey, disk: int, how: str) -> _ObjectFile:
         with self._lock:
+            if self._closed:
+                raise Unavailable(
+                    f"cannot write {key.app_id}/{key.shuffle_id}/{key.name}: the store is closed"
+                )
             if len(self._open) >= self._max_open:
                 self._stats["refused"] += 1
                 raise Unavailable(

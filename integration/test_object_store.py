@@ -17,6 +17,7 @@ import croupier
 from croupier.core.commands import ExpireApp
 from croupier.core.config import MasterConfig
 from croupier.core.errors import DataLostError
+from croupier.services.cli import main as cli_main
 from croupier.services.local import LocalCluster
 from croupier.services.master import MasterService
 from croupier.transports.auth import Signer
@@ -50,8 +51,23 @@ def _exactly_once(sh: croupier.Shuffle, expected: dict[int, list[bytes]]) -> Non
         assert len(got) == len(items) and sorted(got) == sorted(items), f"partition {p}"
 
 
+def _offload_shown(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """STATUS and ``croupier admin offload`` show every committed copy offloaded, in time."""
+    for _ in range(300):
+        offload = cluster.status()["offload"]
+        if offload["pending_copies"] == 0:
+            break
+        assert offload["shuffles"] and offload["oldest_pending_seconds"] >= 0
+        time.sleep(0.1)
+    assert offload["committed_copies"] == offload["offloaded_copies"] == 12  # 6 partitions, 2 copies
+    assert offload["pending_bytes"] == 0 and offload["shuffles"] == []
+    argv = ["admin", "--master", cluster.master_url, "--secret-file", str(cluster.secret_file), "offload"]
+    assert cli_main(argv) == 0
+    assert "12/12 committed copies in the object store, 0 pending" in capsys.readouterr().out
+
+
 def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_the_store(
-    cluster: LocalCluster, bucket: tuple[str, ObjectStore]
+    cluster: LocalCluster, bucket: tuple[str, ObjectStore], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, store = bucket
     with croupier.connect(cluster.master_url) as client:
@@ -63,6 +79,7 @@ def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_t
         sh.wait_offloaded(60)
         data = [o for o in store.list(f"{sh.app_id}/{sh.shuffle_id}/") if o.key.endswith(".data")]
         assert len(data) >= 6  # every partition's copies, in the bucket
+        _offload_shown(cluster, capsys)
         ids = {cluster.kill_worker(i) for i in range(3)}
         wait_lost(cluster, ids)
         _exactly_once(sh, expected)  # from the store alone
@@ -170,4 +187,7 @@ def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout
                 break
             time.sleep(0.1)
         assert listed == want
+        registry = master.metrics.registry
+        assert registry.get_sample_value("croupier_master_orphan_apps_swept_total") == 1
+        assert registry.get_sample_value("croupier_master_objects_deleted_total") == 1  # ended's
         live.unregister()

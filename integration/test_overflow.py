@@ -10,6 +10,7 @@ hard, and no worker had room for their new epochs (``NOT_ENOUGH_WORKERS``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,8 @@ MiB = 1024**2
 WORKERS, PARTITIONS = 3, 6
 # a failed revive is raised within seconds (the old code's failure), not after the default minute
 CONFIG = ClientConfig(rpc_timeout=3.0, failover_deadline=3.0)
+# a 2 MiB reserve on 8 MiB disks
+SETTINGS: dict[str, Any] = {"memory_tier_max": 0, "disk_reserve": 2 * MiB}
 
 
 @pytest.fixture
@@ -43,14 +46,27 @@ def bucket(seaweed: Any) -> Iterator[tuple[str, ObjectStore]]:
         store.close()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, bucket: tuple[str, ObjectStore]) -> Iterator[LocalCluster]:
-    base = tmp_path / "cluster"
+@contextlib.contextmanager
+def small_cluster(base: Path, url: str, **settings: Any) -> Iterator[LocalCluster]:
     disks = [base / f"worker{i}" / "disk0" for i in range(WORKERS)]
     with (
         small_filesystems(disks, "8m"),
-        fault_cluster(WORKERS, base, memory_tier_max=0, object_store=bucket[0], disk_reserve=2 * MiB) as cl,
+        fault_cluster(WORKERS, base, **SETTINGS, **settings, object_store=url) as cl,
     ):
+        yield cl
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, bucket: tuple[str, ObjectStore]) -> Iterator[LocalCluster]:
+    with small_cluster(tmp_path / "cluster", bucket[0]) as cl:
+        yield cl
+
+
+@pytest.fixture
+def splitting(tmp_path: Path, bucket: tuple[str, ObjectStore]) -> Iterator[LocalCluster]:
+    """Partitions split every MiB: new epochs are placed after the disks filled (on full
+    workers, which overflow) and created in the bucket from their first byte."""
+    with small_cluster(tmp_path / "cluster", bucket[0], split_threshold=MiB) as cl:
         yield cl
 
 
@@ -84,9 +100,9 @@ def on_disks(cluster: LocalCluster) -> dict[str, int]:
 
 
 def test_disk_full_on_every_worker_mid_shuffle_the_writers_succeed_and_the_data_is_in_the_bucket(
-    cluster: LocalCluster, bucket: tuple[str, ObjectStore]
+    splitting: LocalCluster, bucket: tuple[str, ObjectStore]
 ) -> None:
-    url, store = bucket
+    cluster, (url, store) = splitting, bucket
     with croupier.connect(cluster.master_url, config=CONFIG) as client:
         client.object_store = url
         app = client.register_app("overflow")
@@ -106,29 +122,30 @@ def test_disk_full_on_every_worker_mid_shuffle_the_writers_succeed_and_the_data_
         assert sum(spilled.values()) >= pushed_after - WORKERS * 1536 * 1024, (disks, objects)
         for k in spilled:  # each with its index object (written at the commit, after the data)
             assert k.removesuffix(".data") + ".index" in objects
+        # epochs placed after the disks filled were written to the bucket too
+        assert any(
+            not k.split("/")[-1].startswith(tuple(f"{p}-0-" for p in range(PARTITIONS))) for k in spilled
+        )
         app.unregister()
 
 
-@pytest.mark.parametrize("when", ["before_commit", "after_commit"])
-def test_a_worker_killed_after_its_overflow_loses_nothing(
-    cluster: LocalCluster, bucket: tuple[str, ObjectStore], when: str
+def test_workers_killed_after_their_overflow_before_and_after_the_commit_lose_nothing(
+    cluster: LocalCluster, bucket: tuple[str, ObjectStore]
 ) -> None:
     url, _ = bucket
     with croupier.connect(cluster.master_url, config=CONFIG) as client:
         client.object_store = url
-        app = client.register_app(f"overflow-kill-{when}")
+        app = client.register_app("overflow-kill")
         sh = app.register_shuffle(num_mappers=3, num_partitions=PARTITIONS)
         expected: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
         fill(cluster)
         write(sh, range(2), expected)  # overflowed: in open uploads until the commit
-        if when == "before_commit":
-            wait_lost(cluster, {cluster.kill_worker(1)})  # its uploads never complete
-            write(sh, range(2, 3), expected)  # the commit: worker 1's copies are lost, not the data
-            exactly_once(sh, expected)
-        else:
-            write(sh, range(2, 3), expected)  # the commit: every copy is a whole object
-            exactly_once(sh, expected)  # from the workers, which read their objects
-            sh.wait_offloaded(60)
-            wait_lost(cluster, {cluster.kill_worker(i) for i in range(WORKERS)})
-            exactly_once(sh, expected)  # from the bucket alone
+        # before the commit: worker 1's uploads never complete; its copies are lost, not the data
+        wait_lost(cluster, {cluster.kill_worker(1)})
+        write(sh, range(2, 3), expected)  # the commit: every other copy is a whole object
+        exactly_once(sh, expected)  # from the live workers, which read their objects
+        # after the commit: every worker gone, every record from the bucket alone
+        sh.wait_offloaded(60)
+        wait_lost(cluster, {cluster.kill_worker(i) for i in (0, 2)})
+        exactly_once(sh, expected)
         app.unregister()

@@ -14,13 +14,18 @@ same AWS variables as the workers'.
 from __future__ import annotations
 
 import json
+import queue
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from croupier.core.codec import to_json
 from croupier.core.commands import MAX_PARTITIONS_PER_CALL, GetLocationsBatch
-from croupier.core.errors import RequestTimeout
-from croupier.core.replies import LocationsBatchReply
+from croupier.core.dataplane import OpenStream
+from croupier.core.enums import CopyRole
+from croupier.core.errors import CroupierError, RequestTimeout, UnknownShuffle
+from croupier.core.replies import LocationsBatchReply, WorkerAddress
+from croupier.core.wire import MsgType
 from croupier.transports.objstore import (
     ObjectNotFound,
     ObjectStore,
@@ -31,6 +36,8 @@ from croupier.transports.objstore import (
 
 if TYPE_CHECKING:
     from croupier._client import Shuffle
+
+Epoch = tuple[int, int]  # (partition, epoch)
 
 __all__ = ["ObjectCopyAbsent", "ObjectCopyFailed", "object_chunks", "store_of", "wait_offloaded"]
 
@@ -85,17 +92,53 @@ def object_chunks(
             raise ObjectCopyFailed(str(exc)) from exc
 
 
-def _offloaded(store: ObjectStore, app_id: str, shuffle_id: int, reply: LocationsBatchReply) -> bool:
+def _offloaded(store: ObjectStore, shuffle: Shuffle, reply: LocationsBatchReply, empty: set[Epoch]) -> bool:
     """Whether every epoch of every partition in ``reply`` has an object copy (one role of the
-    copies the commit did not fail)."""
+    copies the commit did not fail). A partition no winning map declared holds nothing: no
+    worker committed a copy of it, so none is waited for; nor is an epoch whose workers say
+    they never received data for it (``empty``, filled here: a split's new epoch placed after
+    the writer's last push)."""
+    app_id, shuffle_id = shuffle.app_id, shuffle.shuffle_id
     for entry in reply.partitions:
+        if entry.maps == ():
+            continue
         failed = set(entry.failed_copies)
         for loc in entry.locations:
-            roles = [role for role, a in loc.copies() if (loc.epoch, a.worker_id) not in failed]
-            keys = [object_key(app_id, shuffle_id, entry.partition, loc.epoch, r, "index") for r in roles]
-            if keys and not any(store.size(k) is not None for k in keys):
+            if (entry.partition, loc.epoch) in empty:
+                continue
+            copies = [(r, a) for r, a in loc.copies() if (loc.epoch, a.worker_id) not in failed]
+            keys = [object_key(app_id, shuffle_id, entry.partition, loc.epoch, r, "index") for r, _ in copies]
+            if not keys or any(store.size(k) is not None for k in keys):
+                continue
+            if not _never_pushed(shuffle, entry.partition, loc.epoch, copies):
                 return False
+            empty.add((entry.partition, loc.epoch))
     return True
+
+
+def _never_pushed(
+    shuffle: Shuffle, partition: int, epoch: int, copies: list[tuple[CopyRole, WorkerAddress]]
+) -> bool:
+    """Whether every one of ``copies`` answers OPEN_STREAM with ``UNKNOWN_SHUFFLE``: its worker
+    never received data for it, so there is nothing to offload (PROTOCOL §5.3). False when a
+    worker cannot be asked or answers anything else."""
+    for role, address in copies:
+        if not address.known or not address.incarnation:
+            return False
+        body = OpenStream(shuffle.app_id, shuffle.shuffle_id, partition, epoch, role, address.incarnation)
+        if not isinstance(_open_stream(shuffle, address.fetch_url, body), UnknownShuffle):
+            return False
+    return True
+
+
+def _open_stream(shuffle: Shuffle, url: str, body: OpenStream) -> CroupierError | None:
+    """The error OPEN_STREAM gets from ``url`` (None: it opened; RequestTimeout: no reply)."""
+    box: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
+    shuffle.client._send(url, MsgType.OPEN_STREAM, to_json(body), [], lambda _, e: box.put(e), timeout=5.0)
+    try:
+        return box.get(timeout=10.0)
+    except queue.Empty:
+        return RequestTimeout(f"no reply from {url}")
 
 
 def wait_offloaded(shuffle: Shuffle, timeout: float) -> None:
@@ -119,13 +162,14 @@ def wait_offloaded(shuffle: Shuffle, timeout: float) -> None:
 def _wait(store: ObjectStore, shuffle: Shuffle, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     step = MAX_PARTITIONS_PER_CALL
+    empty: set[Epoch] = set()  # (partition, epoch) never pushed to: nothing to wait for
     while True:
         done = True
         for first in range(0, shuffle.num_partitions, step):
             partitions = tuple(range(first, min(first + step, shuffle.num_partitions)))
             command = GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, partitions)
             reply = shuffle.master.request(command, LocationsBatchReply)
-            if not (reply.committed and _offloaded(store, shuffle.app_id, shuffle.shuffle_id, reply)):
+            if not (reply.committed and _offloaded(store, shuffle, reply, empty)):
                 done = False
                 break
         if done:

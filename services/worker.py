@@ -404,7 +404,7 @@ class WorkerService(Service):
                     {a: r for a, (r, _z) in dict(throttle.throttled).items()} if throttle else {}
                 ),
                 load=lambda: dict(self.load),
-                offload=lambda: self.offloader.stats() if self.offloader is not None else {},
+                offload=self._offload_figures,
             )
         )
         if self._http_listen is not None:
@@ -439,6 +439,13 @@ class WorkerService(Service):
             "offload": self.offloader.stats() if self.offloader is not None else None,
             "overflow": self.store.stats() if isinstance(self.store, OverflowStore) else None,
         }
+
+    def _offload_figures(self) -> dict[str, float]:
+        """The offload's gauges, and the overflow's as ``overflow_*`` (issue 26)."""
+        figures = self.offloader.stats() if self.offloader is not None else {}
+        if isinstance(self.store, OverflowStore):
+            figures.update({f"overflow_{k}": v for k, v in self.store.stats().items()})
+        return figures
 
     def _client_curve(self) -> CurveClient | None:
         return self.curve.client() if self.curve is not None else None

@@ -111,7 +111,12 @@ def _exposed(registry_dir: Path) -> set[str]:
     )
     master = MasterMetrics()
     master.collect(
-        lambda: {"term": 1, "seq": 1, "master": {"role": "leader"}, "workers": [], "apps": [], "shuffles": []}
+        # with "offload": a master run with --object-store
+        lambda: {
+            **{"term": 1, "seq": 1, "master": {"role": "leader"}, "workers": [], "apps": [], "shuffles": []},
+            "offload": {},
+            "object_janitor": {},
+        }
     )
     names = set()
     for registry in (worker.registry, master.registry):

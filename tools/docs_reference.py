@@ -275,6 +275,7 @@ def _registries(scratch: Path) -> dict[str, Any]:
     )
     master = MasterMetrics()
     status = {"term": 1, "seq": 1, "master": {"role": "leader"}, "workers": [], "apps": [], "shuffles": []}
+    status["offload"] = status["object_janitor"] = {}  # a master run with --object-store
     master.collect(lambda: status)
     return {"worker": worker.registry, "master": master.registry}
 

@@ -42,6 +42,7 @@ from croupier.core.wire import Kind
 from croupier.transports._framing import Payload, parse_message
 from croupier.transports._json import encode_body
 from croupier.transports._loop import Mailbox, run_loop
+from croupier.transports._zmqio import recv_frames, send_frames
 from croupier.transports.auth import Signer, request_frames
 from croupier.transports.curve import CurveClient, timeout_hint
 from croupier.transports.rpc.client import Reply
@@ -259,7 +260,7 @@ class AsyncRpcClient:
             peer.pending.add(rid)
             heapq.heappush(self._deadlines, (deadline, rid))
             try:
-                peer.sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+                send_frames(peer.sock, frames)
                 self.sent += 1
             except zmq.Again:
                 self._finish(rid, None, Unavailable(f"{url} has too many queued requests"))
@@ -273,7 +274,7 @@ class AsyncRpcClient:
     def _receive(self, url: str, peer: _Peer) -> None:
         for _ in range(1000):
             try:
-                frames = peer.sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                frames = recv_frames(peer.sock)
             except zmq.Again:
                 return
             views = [f.buffer for f in frames]

@@ -10,8 +10,9 @@ suite (tests/transports/test_objstore_conformance.py):
 
 A store is named by a URL, ``s3://BUCKET/PREFIX`` (or ``memory://NAME`` for the twin). Keys are
 relative to the prefix. The endpoint and credentials come from the standard AWS variables
-(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``), as
-every S3 tool reads them.
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``) or an
+AWS profile (``AWS_PROFILE``, ``~/.aws/credentials`` and ``~/.aws/config``), as every S3 tool
+reads them.
 
 Objects are written once, whole and final: ``put``/``put_parts`` are atomic (a big file goes up as
 a multipart upload that the server assembles on completion), never a temporary key renamed
@@ -258,20 +259,75 @@ def _s3_config() -> dict[str, Any]:
     return config
 
 
+def _wants_profile() -> bool:
+    """Whether credentials come from an AWS profile, as the AWS CLI and boto3 resolve it:
+    ``AWS_PROFILE`` is set, or no key is in the environment and a shared credentials or config
+    file exists (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``, or under ``~/.aws``)."""
+    if os.environ.get("AWS_PROFILE"):
+        return True
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return False
+    files = (
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials",
+        os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
+    )
+    return any(os.path.isfile(os.path.expanduser(f)) for f in files)
+
+
+def _profile_provider(config: dict[str, Any]) -> Any:
+    """obstore's boto3 credential provider for the profile (refreshed as boto3 refreshes it:
+    SSO, assume-role, a credential process); the profile's region and ``endpoint_url`` fill
+    ``config`` where the environment set none.
+
+    Raises:
+        ObjectStoreError: boto3 is missing, or the profile is unknown or has no credentials.
+    """
+    try:
+        import boto3  # type: ignore[import-untyped]
+        from obstore.auth.boto3 import Boto3CredentialProvider
+    except ImportError as exc:
+        raise ObjectStoreError(
+            f"credentials from an AWS profile need boto3 ({exc}): pip install 'croupier[aws]',"
+            " or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        ) from exc
+    try:
+        session = boto3.Session()
+        if session.get_credentials() is None:
+            raise ObjectStoreError(f"AWS profile {session.profile_name!r} has no credentials")
+        scoped = session._session.get_scoped_config()
+    except ObjectStoreError:
+        raise
+    except Exception as exc:  # botocore's ProfileNotFound, a malformed file
+        raise ObjectStoreError(f"AWS profile: {exc}") from exc
+    if "endpoint" not in config and scoped.get("endpoint_url"):
+        config["endpoint"] = scoped["endpoint_url"]
+        config["virtual_hosted_style_request"] = False
+    if "region" not in config and session.region_name:
+        config["region"] = session.region_name
+    return Boto3CredentialProvider(session)
+
+
 class S3ObjectStore:
-    """An S3 bucket through obstore. Thread-safe; one connection pool per store."""
+    """An S3 bucket through obstore. Thread-safe; one connection pool per store.
+
+    Credentials: the ``AWS_*`` variables (obstore reads them, and the instance or container
+    role when none is set), or an AWS profile (``AWS_PROFILE``, ``~/.aws/credentials``) through
+    obstore's boto3 credential provider (the ``aws`` extra).
+    """
 
     def __init__(self, url: str, bucket: str, prefix: str) -> None:
         from obstore.store import S3Store
 
         self.url = url
         config = _s3_config()
+        provider = _profile_provider(config) if _wants_profile() else None
         allow_http = str(config.get("endpoint", "")).startswith("http://")
         self._store: Any = S3Store(
             bucket,
             prefix=prefix or None,
             config=config,  # type: ignore[arg-type]
             client_options={"allow_http": allow_http},
+            credential_provider=provider,
         )
 
     def put(self, key: str, data: bytes) -> None:

@@ -204,6 +204,40 @@ def keep_partitioned(
 
 
 @query
+def straggler(spark: SparkSession, maps: int = 4, n: int = 200_000, sleep_s: float = 0.0) -> Any:
+    """``partitionBy(maps)`` where map i writes only partition i. Map 0's first attempt hands
+    Spark half its records (enough for several pushed batches at a small batch size), then sleeps
+    ``sleep_s``: a straggler whose speculative copy, when Spark runs one, wins. Returns each
+    partition's (index, record count, sum of values), and the task attempts of the map stage."""
+
+    def gen(index: int, it: Iterator[int]) -> Iterator[tuple[int, int]]:
+        ctx = TaskContext.get()
+        items = list(it)
+        half = len(items) // 2
+        for i in items[:half]:
+            yield (index + maps * (i % 1000), i)
+        if index == 0 and sleep_s and ctx is not None and ctx.attemptNumber() == 0:
+            time.sleep(sleep_s)
+        for i in items[half:]:
+            yield (index + maps * (i % 1000), i)
+
+    def summary(index: int, it: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int, int]]:
+        count = total = 0
+        for _, v in it:
+            count += 1
+            total += v
+        yield (index, count, total)
+
+    sc = spark.sparkContext
+    seen = {(r["stageId"], r["attemptId"]) for r in _stage_rows(spark)}
+    rdd = sc.parallelize(range(n), maps).mapPartitionsWithIndex(gen).partitionBy(maps)
+    parts = sorted(rdd.mapPartitionsWithIndex(summary).collect())
+    new = [r for r in _stage_rows(spark) if (r["stageId"], r["attemptId"]) not in seen]
+    map_stage = min(new, key=lambda r: r["stageId"])
+    return {"partitions": parts, "map_tasks": tasks(spark, map_stage["stageId"], map_stage["attemptId"])}
+
+
+@query
 def read_kept(spark: SparkSession, name: str) -> Any:
     rdd = KEPT[name]
     return digest(rdd.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
@@ -246,7 +280,7 @@ def stages(spark: SparkSession) -> Any:
     """Every stage attempt so far, from the driver's REST API: id, attempt, status, tasks."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
-    with urllib.request.urlopen(url, timeout=30) as reply:
+    with urllib.request.urlopen(url, timeout=180) as reply:
         rows = json.load(reply)
     keys = ("stageId", "attemptId", "status", "numTasks", "numCompleteTasks", "numFailedTasks", "name")
     return [{k: r.get(k) for k in keys} for r in rows]
@@ -254,20 +288,28 @@ def stages(spark: SparkSession) -> Any:
 
 @query
 def tasks(spark: SparkSession, stage: int, attempt: int) -> Any:
-    """The task attempts of one stage attempt: index, attempt, speculative, status."""
+    """The task attempts of one stage attempt: index, attempt, speculative, status, host, and the
+    shuffle bytes it wrote (a killed attempt's too: Spark reports its metrics)."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
     with urllib.request.urlopen(
-        f"{base}/stages/{stage}/{attempt}/taskList?length=10000", timeout=30
+        f"{base}/stages/{stage}/{attempt}/taskList?length=10000", timeout=180
     ) as reply:
         rows = json.load(reply)
-    return [{k: r.get(k) for k in ("index", "attempt", "speculative", "status")} for r in rows]
+    out = []
+    for r in rows:
+        row = {k: r.get(k) for k in ("index", "attempt", "speculative", "status", "host")}
+        row["bytes_written"] = (
+            (r.get("taskMetrics") or {}).get("shuffleWriteMetrics", {}).get("bytesWritten", 0)
+        )
+        out.append(row)
+    return out
 
 
 def _stage_rows(spark: SparkSession) -> list[dict[str, Any]]:
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     url = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}/stages"
-    with urllib.request.urlopen(url, timeout=30) as reply:
+    with urllib.request.urlopen(url, timeout=180) as reply:
         return list(json.load(reply))
 
 

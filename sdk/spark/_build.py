@@ -29,6 +29,9 @@ __all__ = [
 
 JAR_NAME = "croupier-client.jar"
 _BLAKE3_CLASS = "org/apache/commons/codec/digest/Blake3.class"
+_BLOCKING_CLASS = "org/apache/spark/shuffle/BlockingShuffleManager.class"
+#: the shuffle manager for Spark 4.3 and later: it implements an interface Spark 4.0-4.2 lack
+BLOCKING_SOURCE = "io/croupier/spark/CroupierBlockingShuffleManager.java"
 _SPARK_CORE = re.compile(r"^spark-core_[0-9.]+-(.+)\.jar$")
 
 
@@ -98,8 +101,23 @@ def _tool(name: str) -> str:
     return found
 
 
-def _source_files(src: Path) -> list[Path]:
-    return sorted(p for p in src.rglob("*.java") if p.is_file())
+def _source_files(src: Path, exclude: frozenset[str] = frozenset()) -> list[Path]:
+    return sorted(
+        p for p in src.rglob("*.java") if p.is_file() and p.relative_to(src).as_posix() not in exclude
+    )
+
+
+def excluded_sources(spark_jars: Path) -> frozenset[str]:
+    """Sources this Spark cannot compile: ``CroupierBlockingShuffleManager`` where spark-core has
+    no ``BlockingShuffleManager`` (Spark 4.0-4.2, which use ``CroupierShuffleManager``)."""
+    for jar in sorted(spark_jars.glob("spark-core_*.jar")):
+        try:
+            with zipfile.ZipFile(jar) as zf:
+                if _BLOCKING_CLASS in zf.namelist():
+                    return frozenset()
+        except zipfile.BadZipFile:
+            continue
+    return frozenset({BLOCKING_SOURCE})
 
 
 def _key(src: Path, version: str) -> str:
@@ -109,14 +127,15 @@ def _key(src: Path, version: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def compile_jar(src: Path, classpath: list[str], out: Path) -> Path:
-    """Compile every ``.java`` under ``src`` (``javac --release 17``) and pack ``out`` with ``jar``.
+def compile_jar(src: Path, classpath: list[str], out: Path, exclude: frozenset[str] = frozenset()) -> Path:
+    """Compile every ``.java`` under ``src`` but ``exclude`` (paths relative to ``src``) with
+    ``javac --release 17``, and pack ``out`` with ``jar``.
 
     Raises:
         BuildError: no JDK, or javac failed (its output is in the message).
     """
     javac, jar = _tool("javac"), _tool("jar")
-    sources = _source_files(src)
+    sources = _source_files(src, exclude)
     if not sources:
         raise BuildError(f"no .java files under {src}")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +168,9 @@ def cache_root() -> Path:
 
 
 def jar_path(spark_jars: Path | None = None) -> Path:
-    """The client jar for this Spark, built with javac (about 5 s) when not cached yet.
+    """The client jar for this Spark, built with javac (about 5 s) when not cached yet. Built
+    against Spark 4.0-4.2 it leaves out ``CroupierBlockingShuffleManager`` (``excluded_sources``);
+    built against 4.3 it holds both managers and runs on 4.0-4.2 too (with the plain one).
 
     Raises:
         BuildError: no Spark jars, no commons-codec ``Blake3`` among them, no JDK, or javac failed.
@@ -161,4 +182,4 @@ def jar_path(spark_jars: Path | None = None) -> Path:
     if out.is_file():
         return out
     _check_blake3(jars)
-    return compile_jar(src, [str(jars / "*")], out)
+    return compile_jar(src, [str(jars / "*")], out, excluded_sources(jars))

@@ -1,5 +1,5 @@
-"""``croupier admin``: status, workers, apps, shuffles, tenants, latency; decommission, exclude
-and include a worker."""
+"""``croupier admin``: status, workers, apps, shuffles, tenants, latency, offload; decommission,
+exclude and include a worker."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from croupier.core.codec import to_json
 from croupier.core.config import parse_duration
-from croupier.core.replies import ChangedReply, DecommissionReply, StatusReply
+from croupier.core.replies import ChangedReply, DecommissionReply, OffloadRow, StatusReply
 from croupier.services.cli._common import (
     _QUOTA_FLAGS_USAGE,
     _add_curve_flags,
@@ -47,6 +47,7 @@ def _add_admin(sub: _Subparsers[argparse.ArgumentParser]) -> None:
             "shuffles",
             "tenants",
             "latency",
+            "offload",
             "decommission",
             "exclude",
             "include",
@@ -111,6 +112,8 @@ def _admin_show(status: StatusReply, args: argparse.Namespace) -> int:
         return 0
     if args.action == "latency":
         return _latency(status, parse_duration(args.timeout), as_json=args.json)
+    if args.action == "offload":  # progress and lag of the object store (issue 26)
+        return _offload(status, as_json=args.json)
     if args.action == "workers":  # with each worker's HTTP port and disks, from its heartbeats
         http = (status.master.worker_http if status.master is not None else None) or {}
         table = [{**to_json(row), "http_port": http.get(row.worker_id)} for row in status.workers]
@@ -128,6 +131,22 @@ def _admin_show(status: StatusReply, args: argparse.Namespace) -> int:
     }[args.action]
     table = [to_json(row) for row in rows]
     print(json.dumps(table, sort_keys=True) if args.json else _table(table, columns))
+    return 0
+
+
+def _offload(status: StatusReply, *, as_json: bool) -> int:
+    """``admin offload``: the totals, then the shuffles still pending, oldest commit first."""
+    if status.offload is None:
+        print("croupier admin offload: this master has no object store (--object-store)", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(to_json(status.offload), sort_keys=True))
+        return 0
+    print(_offload_line(status.offload))
+    rows = [to_json(row) for row in status.offload.shuffles]
+    columns = ["app_id", "shuffle_id", "committed_copies", "offloaded_copies", "pending_bytes", "lag_seconds"]
+    if rows:
+        print(_table(rows, columns))
     return 0
 
 
@@ -213,4 +232,14 @@ def _status_text(status: StatusReply) -> str:
     lines.append(
         f"cluster  {len(status.workers)} workers, {len(status.apps)} apps, {len(status.shuffles)} shuffles"
     )
+    if status.offload is not None:
+        lines.append(f"offload  {_offload_line(status.offload)}")
     return "\n".join(lines)
+
+
+def _offload_line(o: OffloadRow) -> str:
+    return (
+        f"{o.offloaded_copies}/{o.committed_copies} committed copies in the object store,"
+        f" {o.pending_copies} pending (~{o.pending_bytes / 2**20:.1f} MiB),"
+        f" oldest pending {o.oldest_pending_seconds:.1f} s"
+    )

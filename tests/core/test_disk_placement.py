@@ -4,6 +4,8 @@ directory with free space at or above its reserve gets no slots (new shuffles, r
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from croupier.core import commands as c
 from croupier.core.errors import BadRequest, NotEnoughWorkers
@@ -55,3 +57,28 @@ def test_heartbeat_dirs_are_checked() -> None:
         c.WorkerHeartbeat("w0", "inc1", dirs=(("/a", -1, 2, 0, True),)).validate()
     with pytest.raises(BadRequest):
         c.WorkerHeartbeat("w0", "inc1", dirs=tuple(("/a", 1, 2, 0, True) for _ in range(257))).validate()
+
+
+_dir = st.tuples(
+    st.just("/d"),
+    st.integers(0, 10 * GIB),
+    st.just(10 * GIB),
+    st.integers(0, 10 * GIB),
+    st.booleans(),
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from([f"w{i}" for i in range(6)]), st.lists(_dir, max_size=3).map(tuple)),
+    st.sets(st.sampled_from([f"w{i}" for i in range(6)])),
+)
+def test_full_workers_are_those_without_room_that_do_not_overflow(
+    dirs: dict[str, tuple[c.DirReport, ...]], overflows: set[str]
+) -> None:
+    """Issue 26: a worker whose full disks overflow to an object store is never full; any other
+    is full exactly when its last report has no usable directory; the list is sorted."""
+    full = c.full_workers(dirs, overflows)
+    assert list(full) == sorted(full)
+    assert set(full) == {w for w, d in dirs.items() if not c.usable(d)} - overflows
+    assert not set(full) & overflows
+    assert c.full_workers(dirs, set(dirs)) == ()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import blake3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from croupier.core.errors import Conflict, NotCommitted, Unavailable, UnknownShuffle
 from croupier.dataplane.offload import Offloader
@@ -162,3 +164,29 @@ def test_the_offload_reports_an_overflowed_copy_without_uploading_it(
         offloader.close()
     assert (copy.size, copy.digest) == (len(data), blake3.blake3(data).hexdigest())
     assert copy.data_key == overflowed_keys(k)[0] and not uploads
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=12), st.integers(0, 30_000))
+def test_whatever_the_room_every_write_reads_back_and_only_what_did_not_fit_moved(
+    sizes: list[int], room: int
+) -> None:
+    """Property: a location's committed bytes are exactly its writes, whether the disk took
+    them all or ran out of room on the way; it is in the object store iff it ran out."""
+    objects = MemoryObjectStore()
+    store = OverflowStore(_FillingStore(), objects)
+    k = key()
+    f = store.create(k)
+    _FillingFile.room = room
+    try:
+        builder, data = IndexBuilder(10_000), b""
+        for i, n in enumerate(sizes):
+            data += append(f, builder, [batch(0, 0, i, bytes([i]) * n)])
+    finally:
+        _FillingFile.room = 1 << 62
+    f.commit(builder.build())
+    assert store.read(k, 0, len(data)) == data
+    moved = len(data) > room
+    assert (objects.size(overflowed_keys(k)[0]) is not None) is moved
+    assert (store.inner.committed(k) is None) is moved
+    assert store.stats()["moved"] == int(moved)

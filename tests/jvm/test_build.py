@@ -41,3 +41,31 @@ def test_jars_without_blake3_are_a_clear_error(tmp_path: Path) -> None:
 def test_a_folder_without_spark_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(_build.BuildError, match="no Spark jars"):
         _build.spark_jars_dir(tmp_path)
+
+
+def _spark_core(folder: Path, *classes: str) -> None:
+    with zipfile.ZipFile(folder / "spark-core_2.13-4.2.1.jar", "w") as zf:
+        for cls in ("org/apache/spark/shuffle/ShuffleManager.class", *classes):
+            zf.writestr(cls, b"")
+
+
+def test_spark_before_4_3_leaves_out_the_blocking_manager(tmp_path: Path) -> None:
+    """Spark 4.0-4.2 have no BlockingShuffleManager: javac would fail on the 4.3 manager (it did,
+    against pyspark 4.2.1's jars), so its source is left out and the plain manager is built."""
+    _spark_core(tmp_path)
+    assert _build.excluded_sources(tmp_path) == {_build.BLOCKING_SOURCE}
+    assert (_build.java_sources() / _build.BLOCKING_SOURCE).is_file()
+    names = [
+        p.relative_to(_build.java_sources()).as_posix()
+        for p in _build._source_files(_build.java_sources(), _build.excluded_sources(tmp_path))
+    ]
+    assert _build.BLOCKING_SOURCE not in names
+    assert "io/croupier/spark/CroupierShuffleManager.java" in names
+
+
+def test_spark_4_3_builds_both_managers(tmp_path: Path, client_jar: Path) -> None:
+    _spark_core(tmp_path, "org/apache/spark/shuffle/BlockingShuffleManager.class")
+    assert _build.excluded_sources(tmp_path) == frozenset()
+    names = set(zipfile.ZipFile(client_jar).namelist())
+    assert "io/croupier/spark/CroupierBlockingShuffleManager.class" in names
+    assert "io/croupier/spark/CroupierShuffleManager.class" in names

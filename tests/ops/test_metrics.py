@@ -192,6 +192,12 @@ def test_master_requests_by_command_and_code_and_cluster_gauges() -> None:
     assert value(r, "croupier_master_requests_total", command="GET_LOCATIONS", code="OK") == 1
     assert value(r, "croupier_master_requests_total", command="REGISTER_SHUFFLE", code="CONGESTED") == 1
     assert value(r, "croupier_master_request_seconds_count", command="GET_LOCATIONS") == 1
+    # cumulative buckets: the reply took well under 10 s, and no request of another command counts
+    assert value(r, "croupier_master_request_seconds_bucket", command="GET_LOCATIONS", le="10.0") == 1
+    assert value(r, "croupier_master_request_seconds_bucket", command="GET_LOCATIONS", le="+Inf") == 1
+    assert value(r, "croupier_master_request_seconds_bucket", command="REGISTER_SHUFFLE", le="+Inf") == 1
+    assert 0 < value(r, "croupier_master_request_seconds_sum", command="GET_LOCATIONS") < 10
+    assert b'croupier_master_requests_total{code="OK",command="GET_LOCATIONS"} 1.0' in exposition(r)
     assert value(r, "croupier_master_role", role="leader") == 1
     assert value(r, "croupier_master_term") == 3
     assert value(r, "croupier_master_workers", state="active") == 2
@@ -199,6 +205,23 @@ def test_master_requests_by_command_and_code_and_cluster_gauges() -> None:
     assert value(r, "croupier_master_shuffles") == 2
     assert value(r, "croupier_master_shuffles_committed") == 1
     assert value(r, "croupier_master_lost_partitions") == 2
+    assert r.get_sample_value("croupier_master_offload_pending_copies") is None  # no object store
+
+
+def test_a_master_with_an_object_store_reports_the_offload_s_progress_and_lag() -> None:
+    m = MasterMetrics()
+    offload = {"committed_copies": 8, "offloaded_copies": 5, "pending_copies": 3, "pending_bytes": 3000}
+    status = {"term": 1, "seq": 1, "master": {"role": "leader"}, "workers": [], "apps": [], "shuffles": []}
+    m.collect(lambda: {**status, "offload": {**offload, "oldest_pending_seconds": 12.5, "shuffles": []}})
+    for name, want in (*offload.items(), ("oldest_pending_seconds", 12.5)):
+        assert value(m.registry, f"croupier_master_offload_{name}") == want, name
+    assert m.registry.get_sample_value("croupier_master_orphan_sweeps_total") is None  # no janitor stats
+    janitor = {"deleted_objects": 7, "sweeps": 2, "swept_apps": 1, "swept_objects": 3, "failures": 0}
+    m = MasterMetrics()
+    m.collect(lambda: {**status, "object_janitor": janitor})
+    assert value(m.registry, "croupier_master_objects_deleted_total") == 7
+    assert value(m.registry, "croupier_master_orphan_sweeps_total") == 2
+    assert value(m.registry, "croupier_master_orphan_objects_swept_total") == 3
 
 
 def test_a_follower_reports_its_role_only() -> None:
@@ -221,3 +244,14 @@ def test_timed_log_counts_events_and_groups() -> None:
     assert value(r, "croupier_master_append_group_events_sum") == 4
     assert m.quantiles()["append"]["count"] == 2
     log.close()
+
+
+def test_master_latency_buckets_count_each_reply_once_at_its_bound() -> None:
+    from croupier.ops.metrics import _LatencyCollector, _RequestStats
+
+    stats = _RequestStats({1: "A"})
+    for seconds in (0.003, 0.0025, 20.0):
+        stats.add(1, "OK", seconds)
+    family = next(iter(_LatencyCollector(stats).collect()))
+    got = {s.labels["le"]: s.value for s in family.samples if s.name.endswith("_bucket")}
+    assert (got["0.001"], got["0.0025"], got["0.005"], got["10.0"], got["+Inf"]) == (0, 1, 2, 2, 3)

@@ -33,6 +33,7 @@ from croupier.services.worker import WorkerService
 from croupier.storage.disk import DiskPartitionStore
 from croupier.transports.curve import CurveClient, CurveServer
 from croupier.transports.master_client import MasterClient
+from croupier.transports.objstore import MemoryObjectStore, open_object_store
 from croupier.transports.rpc import RpcClient
 from croupier.transports.secret import ClusterSecret
 from tests.sdk.fakes import fake_cluster
@@ -89,7 +90,15 @@ def test_every_master_setting_takes_effect() -> None:
         max_bytes_in_flight=1000,
         max_bytes_stored=2000,
         max_peer_reply_bytes=1_000_000,
+        object_store="memory://config-effects/master",
+        orphan_grace=100.0,
+        orphan_interval=30.0,
     )
+    objects = open_object_store("memory://config-effects/master")
+    assert isinstance(objects, MemoryObjectStore)
+    for key, at in (("ghost-old/0/0-0-primary.data", 900.0), ("ghost-new/0/0-0-primary.data", 1000.0)):
+        objects.put(key, b"x")  # unknown apps' objects, written at these times of the fake clock
+        objects.age(key, time.time() - at)
     clock = FakeClock(1000.0)
     log = MemoryEventLog()
     seen: dict[str, object] = {}
@@ -101,6 +110,7 @@ def test_every_master_setting_takes_effect() -> None:
         client.call(_worker(1))
         seen["no token"] = _refused(client, c.RegisterApp("job"))
         app = client.call(c.RegisterApp("job", tenant_token="team-token-1"))["app_id"]
+        objects.put(f"{app}/0/0-0-primary.data", b"x")
         seen["second app"] = _refused(client, c.RegisterApp("second", tenant_token="team-token-1"))
         seen["shuffle"] = _refused(client, c.RegisterShuffle(app, 1, 1))
         seen["limits"] = client.call(c.Status())["tenants"]
@@ -113,8 +123,14 @@ def test_every_master_setting_takes_effect() -> None:
         seen["1045"] = _statuses(client)
         master.tick(1056.0)  # w0 is 56 s silent, w1 16 s
         seen["1056"] = _statuses(client)
-        master.tick(1081.0)  # w1 41 s silent; the app 41 s
+        # the first sweep after the grace: ghost-old's object is 156 s old, ghost-new's 56 s
+        seen["swept"] = _wait(lambda: objects.size("ghost-old/0/0-0-primary.data") is None)
+        master.tick(1081.0)  # w1 41 s silent; the app 41 s; 25 s since the last sweep
         seen["app expired"] = _wait(lambda: client.call(c.Status())["apps"] == [])
+        seen["app objects gone"] = _wait(lambda: objects.size(f"{app}/0/0-0-primary.data") is None)
+        seen["offload"] = client.call(c.Status()).get("offload")
+        janitor = master._front._coordinator.janitor if master._front._coordinator is not None else None
+        seen["sweeps"] = janitor.stats()["sweeps"] if janitor is not None else None
         seen["snapshot"] = log.latest_snapshot()
         burst = [threading.Thread(target=_register_many, args=(master.url, k)) for k in range(4)]
         for t in burst:
@@ -150,8 +166,13 @@ def test_every_master_setting_takes_effect() -> None:
             "max_bytes_in_flight": lambda v: _limit("max_bytes_in_flight") == v,
             "max_bytes_stored": lambda v: _limit("max_bytes_stored") == v,
             "max_peer_reply_bytes": lambda value: peer_cap == value,
+            # the master deletes an expired app's objects, and shows the offload
+            "object_store": lambda _: seen["app objects gone"] and seen["offload"] is not None,
+            "orphan_grace": lambda _: seen["swept"] and objects.size("ghost-new/0/0-0-primary.data") == 1,
+            "orphan_interval": lambda _: seen["sweeps"] == 1,
         },
     )
+    objects.delete([o.key for o in objects.list()])
 
 
 def _refused(client: MasterClient, command: c.Command) -> str:

@@ -12,7 +12,7 @@ import pytest
 from croupier.core import commands as c
 from croupier.core.config import MasterConfig
 from croupier.core.enums import WorkerStatus
-from croupier.core.errors import BadRequest, Unavailable, UnknownApp, UnknownWorker
+from croupier.core.errors import BadRequest, NotEnoughWorkers, Unavailable, UnknownApp, UnknownWorker
 from croupier.core.replies import LocationsReply, MapperEndReply, ShuffleSummary, StatusReply
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
@@ -224,3 +224,17 @@ def _wait_for(client: MasterClient, predicate: object, timeout: float = 10.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met; last status {status}")
         time.sleep(0.02)
+
+
+def test_a_worker_whose_full_disks_overflow_keeps_getting_slots(client: MasterClient) -> None:
+    """Issue 26: full ``dirs`` exclude a worker from placement unless its heartbeat says it
+    overflows to an object store; one that stops saying so is excluded again."""
+    app = setup_cluster(client, 2)
+    full = (("/d", 1, 100, 10, True),)
+    client.call(c.WorkerHeartbeat("w0", "inc1", dirs=full))
+    client.call(c.WorkerHeartbeat("w1", "inc1", dirs=full, overflow=True))
+    sh = client.request(c.RegisterShuffle(app, 1, 4, replicate=False), ShuffleSummary)
+    assert {w for pair in sh.pairs for w in pair if w is not None} == {"w1"}
+    client.call(c.WorkerHeartbeat("w1", "inc1", dirs=full))
+    with pytest.raises(NotEnoughWorkers):
+        client.call(c.RegisterShuffle(app, 1, 4, replicate=False))

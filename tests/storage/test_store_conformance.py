@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from croupier.core.batch import iter_batches
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
+from croupier.dataplane.overflow import OverflowStore
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import (
@@ -30,10 +31,12 @@ from croupier.storage.store import (
     PartitionFile,
     PartitionStore,
 )
+from croupier.transports.objstore import MemoryObjectStore
 from tests.storage.helpers import append, batch, key, seal, whole
 
-# "disk-nofsync": the worker default (WorkerConfig.commit_fsync=False)
-BACKENDS = ["memory", "disk", "disk-nofsync"]
+# "disk-nofsync": the worker default (WorkerConfig.commit_fsync=False); "overflow": the disks
+# under the overflow to an object store (a worker with --object-store; issue 26), with room
+BACKENDS = ["memory", "disk", "disk-nofsync", "overflow"]
 
 
 class Backend:
@@ -53,6 +56,9 @@ class Backend:
         elif self.kind in ("disk", "disk-nofsync"):
             # A small descriptor bound, so that every test also exercises eviction.
             store = DiskPartitionStore(self.dirs, max_open_files=8, fsync=self.kind == "disk")
+        elif self.kind == "overflow":
+            disks = DiskPartitionStore(self.dirs, max_open_files=8, fsync=False, reserve=0)
+            store = OverflowStore(disks, MemoryObjectStore())
         else:  # pragma: no cover
             raise AssertionError(self.kind)
         self.opened.append(store)

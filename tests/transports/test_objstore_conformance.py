@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +145,28 @@ def test_an_aborted_writer_leaves_no_object(store: ObjectStore) -> None:
     writer.abort()  # idempotent
     assert store.size("w/gone") is None
     assert not store.list("w/")
+
+
+def test_credentials_and_endpoint_from_an_aws_profile(
+    seaweed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.seaweed import ACCESS_KEY, REGION, SECRET_KEY
+
+    creds, config = tmp_path / "credentials", tmp_path / "config"
+    creds.write_text(f"[shuffles]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    config.write_text(f"[profile shuffles]\nregion = {REGION}\nendpoint_url = {seaweed.endpoint}\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "shuffles")
+    store = open_object_store(seaweed.new_bucket_url())
+    try:
+        store.put("from/a/profile", b"profiled")
+        assert store.get_range("from/a/profile", 0, 8) == b"profiled"
+    finally:
+        store.close()
+    monkeypatch.setenv("AWS_PROFILE", "nobody")
+    with pytest.raises(ObjectStoreError, match="nobody"):
+        open_object_store(seaweed.new_bucket_url())

@@ -34,6 +34,7 @@ from croupier.transports._json import encode_body
 from croupier.transports._loop import Mailbox, run_loop
 from croupier.transports._peer_budget import DEFAULT_PEER_REPLY_BYTES, PeerBudget
 from croupier.transports._zap import ZapHandler
+from croupier.transports._zmqio import recv_frames, send_frames
 from croupier.transports.auth import Verifier
 from croupier.transports.curve import CurveServer
 from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
@@ -471,7 +472,7 @@ class RpcServer:
         try:
             for _ in range(_RECV_BATCH):
                 try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                    frames = recv_frames(sock)
                 except zmq.Again:
                     return
                 try:
@@ -631,7 +632,7 @@ class RpcServer:
         pyzmq tracks only the last frame, which libzmq releases after the earlier ones.
         """
         track = len(frames[-1]) >= COPY_THRESHOLD
-        tracker = sock.send_multipart([peer, *frames], flags=zmq.NOBLOCK, copy=False, track=track)
+        tracker = send_frames(sock, [peer, *frames], track)
         if track and tracker is not None:
             self._budget.charge(peer, tracker, _nbytes(frames))
 
