@@ -75,13 +75,19 @@ def parse_message(frames: Sequence[memoryview], expect: Kind) -> ParsedMessage:
     their flags are ignored and their payloads start at frame 2.
 
     Raises:
-        BadRequest: fewer than 2 frames, bad header, wrong kind, body not a JSON object.
+        BadRequest: fewer than 2 frames, bad header, wrong kind, a request with a status or a
+            flag bit other than AUTH, body not a JSON object.
     """
     if len(frames) < 2:
         raise BadRequest(f"a message needs at least 2 frames (header, body), got {len(frames)}")
     header = Header.decode(frames[0])
     if header.kind != expect:
         raise BadRequest(f"expected a {expect.name} header, got {header.kind.name}")
+    if expect is Kind.REQUEST:
+        if header.flags & ~_AUTH_FLAG:
+            raise BadRequest(f"unknown header flags 0x{header.flags:04x}: a request sets only bit 0 (AUTH)")
+        if header.status:
+            raise BadRequest(f"a request's status must be 0, got {header.status}")
     body = decode_body(frames[1])
     if header.flags & _AUTH_FLAG and expect is Kind.REQUEST:
         if len(frames) < 3:

@@ -94,9 +94,9 @@ def test_tampering_with_any_covered_byte_is_refused() -> None:
     header, data, auth, payloads = _signed(app, MsgType.PUSH, body, (b"headers", b"data"))
     assert auth is not None
     flipped = [
-        (header[:8] + b"\x09" + header[9:], data, auth, payloads),  # request id
+        (header[:8] + bytes([header[8] ^ 1]) + header[9:], data, auth, payloads),  # request id
         (header, data.replace(b"0", b"1"), auth, payloads),
-        (header, data, auth[:10] + b"\x00" + auth[11:], payloads),  # nonce
+        (header, data, auth[:10] + bytes([auth[10] ^ 1]) + auth[11:], payloads),  # nonce
         (header, data, auth[:40] + bytes(8), payloads),
         (header, data, auth, [b"HEADERS", payloads[1]]),
     ]

@@ -93,8 +93,10 @@ def raw_header(
     kind: int = 0,
     msg_type: int = MsgType.PING,
     request_id: int = 7,
+    status: int = 0,
+    flags: int = 0,
 ) -> bytes:
-    return struct.pack("<4sBBHQHH", magic, version, kind, msg_type, request_id, 0, 0)
+    return struct.pack("<4sBBHQHH", magic, version, kind, msg_type, request_id, status, flags)
 
 
 GOOD = raw_header()
@@ -114,6 +116,9 @@ MALFORMED: dict[str, tuple[list[bytes], tuple[int, int]]] = {
     "version zero": ([raw_header(version=0), b"{}"], (MsgType.PING, 7)),
     "kind reply": ([raw_header(kind=1), b"{}"], (MsgType.PING, 7)),
     "unknown kind": ([raw_header(kind=9), b"{}"], (MsgType.PING, 7)),
+    "flag bit 1 set": ([raw_header(flags=2), b"{}"], (MsgType.PING, 7)),
+    "every flag bit set": ([raw_header(flags=0xFFFF), b"{}", b"\x00" * 48], (MsgType.PING, 7)),
+    "status in a request": ([raw_header(status=5), b"{}"], (MsgType.PING, 7)),
     "non-JSON body": ([GOOD, b"{not json"], (MsgType.PING, 7)),
     "invalid UTF-8 body": ([GOOD, b"\xff\xfe{}"], (MsgType.PING, 7)),
     "empty body": ([GOOD, b""], (MsgType.PING, 7)),
