@@ -111,6 +111,7 @@ class SeaweedServer:
         (self.dir / "data").mkdir()
         (self.dir / "s3.json").write_text(s3_identities())
         p = _free_ports(8)
+        self.ports = p
         self.port = p[6]
         self.endpoint = f"http://127.0.0.1:{self.port}"
         args = server_args(binary, str(self.dir), p)
@@ -146,3 +147,8 @@ class SeaweedServer:
             self.proc.wait(10)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # weed also listens on a unix socket per port, /tmp/seaweedfs-<server>-<port>.sock,
+        # which a killed weed leaves behind: its own ports' only
+        for port in self.ports:
+            for sock in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-{port}.sock"):
+                sock.unlink(missing_ok=True)
