@@ -62,7 +62,7 @@ from croupier.services._lifecycle import Service, raise_fd_limit
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.limiter import MemoryLimiter
 from croupier.storage.memory_tier import MemoryTier
-from croupier.storage.store import PartitionStore
+from croupier.storage.store import LocationKey, PartitionStore
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer, verifier_for
 from croupier.transports.curve import CurveClient, CurveServer
@@ -143,6 +143,7 @@ class WorkerService(Service):
         # set once the master reports this worker decommissioned and drained: it may exit
         self.drained = threading.Event()
         self._on_disk: set[tuple[str, int]] = set()
+        self._found: list[LocationKey] = []  # committed copies found at start, for the offload
         self._app_tags = AppTags()  # the key tag of each app reserved or kept here (PROTOCOL §2.1)
         self._flushers: list[pykka.ActorRef[FlusherActor]] = []
         self._load: LoadSampler | None = None
@@ -278,6 +279,10 @@ class WorkerService(Service):
             on_close=master.close,
             already=store.offloaded if isinstance(store, OverflowStore) else None,
         )
+        # copies committed before a restart may not have been offloaded: those found on disk
+        # are submitted again (one already in the store is only reported)
+        self.offloader.submit(self._found, found=True)
+        self._found = []
         return self.offloader
 
     def _start_storage(self) -> PartitionStore:
@@ -293,6 +298,7 @@ class WorkerService(Service):
         if committed:
             log.info("serving %d committed locations found on disk", len(committed))
         self._on_disk = {(cf.key.app_id, cf.key.shuffle_id) for cf in committed}
+        self._found = [cf.key for cf in committed]
         self._load_key_tags(store)
         stats = self._flush_stats = [FlushStats() for _ in range(store.num_disks)]
         self._flushers = [FlusherActor.start(i, self.limiter, stats[i]) for i in range(store.num_disks)]
