@@ -183,13 +183,31 @@ def main_verify(
     Returns 0 when every check held, 1 when one did not, 2 for bad arguments or no
     ZooKeeper install (with ``ha``).
     """
-    from croupier.ha.zkserver import ZooKeeperNotInstalled
-
     if shuffles < 1:
         print("croupier verify: --shuffles must be at least 1", file=sys.stderr)
         return 2
     # the SDK's warnings about the faults this command causes on purpose would bury the matrix
-    logging.getLogger("croupier").setLevel(max(logging.ERROR, logging.getLogger().level))
+    # (the level is put back after: a caller in the same process keeps its logging)
+    croupier_log = logging.getLogger("croupier")
+    level = croupier_log.level
+    croupier_log.setLevel(max(logging.ERROR, logging.getLogger().level))
+    try:
+        return _verify(shuffles, seed, ha, faults, as_json, curve, secret_file, object_store)
+    finally:
+        croupier_log.setLevel(level)
+
+
+def _verify(
+    shuffles: int,
+    seed: int,
+    ha: bool,
+    faults: str | None,
+    as_json: bool,
+    curve: bool,
+    secret_file: str | None,
+    object_store: str | None,
+) -> int:
+    from croupier.ha.zkserver import ZooKeeperNotInstalled
 
     def progress(i: int, outcome: Outcome, seconds: float) -> None:
         verdict = "ok" if outcome.ok else "FAILED"

@@ -9,14 +9,19 @@
 # croupier.source holds a digest of the tree). Users with a registry can use their own
 # images instead: CROUPIER_ZK_IMAGE and CROUPIER_IMAGE.
 # Needs root, debootstrap and a running engine (DOCKER_HOST, see docker-engine.sh).
+#
+#   build-images.sh --base-only   only the debootstrap root both images start from (no engine
+#                                 needed): ./test runs it in the background beside the venv
 set -euo pipefail
+BASE_ONLY=0
+[ "${1:-}" = "--base-only" ] && BASE_ONLY=1
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 WORK=${CROUPIER_IMAGE_WORK:-/var/tmp/croupier-images}
 ZK_IMAGE=${CROUPIER_ZK_IMAGE:-croupier-zookeeper:local}
 APP_IMAGE=${CROUPIER_IMAGE:-croupier:local}
 
-docker info >/dev/null 2>&1 || {
+[ "$BASE_ONLY" = 1 ] || docker info >/dev/null 2>&1 || {
   echo "no Docker engine at ${DOCKER_HOST:-the default socket}: start one with" \
     "eval \"\$($HERE/docker-engine.sh start)\"" >&2
   exit 1
@@ -51,6 +56,11 @@ build_base() {
     touch "$BASE/.complete"
   fi
 }
+
+if [ "$BASE_ONLY" = 1 ]; then
+  build_base
+  exit 0
+fi
 
 if [ "${FORCE:-0}" = 1 ] || ! have "$ZK_IMAGE"; then
   build_base

