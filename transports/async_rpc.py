@@ -55,6 +55,7 @@ Callback = Callable[[Reply | None, CroupierError | None], None]
 _U64 = (1 << 64) - 1
 _Context = zmq.Context[zmq.Socket[bytes]]
 _Socket = zmq.Socket[bytes]
+_ANSWERED_MAX = 100_000  # peers remembered as having answered (bounded: a long-lived client meets many)
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class AsyncRpcClient:
         signer: Signer | None = None,
     ) -> None:
         self._curve = curve
+        self._answered: set[str] = set()  # peers that replied: CURVE is not why one is late
         self.signer = signer
         self._context = context or zmq.Context.instance()
         self._timeout = timeout
@@ -284,6 +286,8 @@ class AsyncRpcClient:
                 log.warning("malformed reply from %s dropped: %s", url, exc)
                 continue
             rid = msg.header.request_id
+            if url not in self._answered and len(self._answered) < _ANSWERED_MAX:
+                self._answered.add(url)
             if msg.header.status:
                 self._finish(rid, None, error_from_wire(msg.header.status, msg.body))
             else:
@@ -303,7 +307,7 @@ class AsyncRpcClient:
                 None,
                 RequestTimeout(
                     f"no reply from {pending.url} to message type {pending.msg_type} in time"
-                    f"{timeout_hint(self._curve)}",
+                    f"{timeout_hint(self._curve, pending.url in self._answered)}",
                     {"url": pending.url, "msg_type": pending.msg_type},
                 ),
             )

@@ -122,11 +122,20 @@ def curve_client_from_env(given: str | bytes | None) -> CurveClient | None:
     return CurveClient.parse(text) if text else None
 
 
-def timeout_hint(curve: CurveClient | None) -> str:
-    """What a timed-out client adds to its message: CURVE may be why nobody answered."""
+def timeout_hint(curve: CurveClient | None, answered: bool = False) -> str:
+    """What a timed-out client adds to its message: why nobody may have answered.
+
+    ``answered``: this server has answered this client before, so the handshake works and
+    CURVE is not the cause: it stopped, restarted elsewhere or is overloaded.
+    """
+    if answered:
+        return "; it answered this client before: it may have stopped, restarted or be overloaded"
     if curve is None:
         return (
-            "; the server may require CURVE (--curve): give its public key"
-            f" (croupier secret-public FILE) as curve_server_key or ${CURVE_KEY_ENV}"
+            "; it never answered this client: it may be down, or the server may require CURVE (--curve):"
+            f" give its public key (croupier secret-public FILE) as curve_server_key or ${CURVE_KEY_ENV}"
         )
-    return "; this client uses CURVE: the server may not, or its key may differ from the one given"
+    return (
+        "; it never answered this client, which uses CURVE: it may be down, or the server may not"
+        " use CURVE, or its key may differ from the one given"
+    )

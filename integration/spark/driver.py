@@ -229,12 +229,22 @@ def straggler(spark: SparkSession, maps: int = 4, n: int = 200_000, sleep_s: flo
         yield (index, count, total)
 
     sc = spark.sparkContext
+    if sleep_s:
+        # start a Python worker on every executor first: a straggler still starting its Python
+        # worker when its copy wins would have pushed nothing for the readers to drop
+        sc.parallelize(range(4 * maps), 4 * maps).map(lambda i: i).count()
     seen = {(r["stageId"], r["attemptId"]) for r in _stage_rows(spark)}
     rdd = sc.parallelize(range(n), maps).mapPartitionsWithIndex(gen).partitionBy(maps)
     parts = sorted(rdd.mapPartitionsWithIndex(summary).collect())
     new = [r for r in _stage_rows(spark) if (r["stageId"], r["attemptId"]) not in seen]
     map_stage = min(new, key=lambda r: r["stageId"])
-    return {"partitions": parts, "map_tasks": tasks(spark, map_stage["stageId"], map_stage["attemptId"])}
+    # a killed straggler's final metrics come with its end, a moment after the job's
+    deadline = time.monotonic() + 60
+    rows = tasks(spark, map_stage["stageId"], map_stage["attemptId"])
+    while any(t["status"] == "RUNNING" for t in rows) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        rows = tasks(spark, map_stage["stageId"], map_stage["attemptId"])
+    return {"partitions": parts, "map_tasks": rows}
 
 
 @query

@@ -401,6 +401,36 @@ def test_nobody_listening_times_out(ctx: zmq.Context[zmq.Socket[bytes]]) -> None
         client.call(MsgType.PING)
 
 
+def test_a_server_that_answered_before_is_not_blamed_on_curve(tcp: Rpc) -> None:
+    """A timeout names CURVE as a possible cause only while the server never answered: a
+    worker that died after serving (a reader's next call) is not a CURVE mismatch."""
+    from croupier.transports.async_rpc import AsyncRpcClient
+
+    server = tcp.server(echo)
+    url = server.url
+    client = tcp.client(url, timeout=0.2, retries=0, retry_backoff=0)
+    assert client.call(MsgType.PING).body["echo"] == {}
+    replies: queue.Queue[CroupierError | None] = queue.Queue()
+    async_client = AsyncRpcClient(context=tcp.ctx)
+    async_client.start()
+    try:
+        async_client.send(url, MsgType.PING, {}, (), lambda _r, e: replies.put(e), timeout=5)
+        assert replies.get(timeout=10) is None
+        server.stop()
+        with pytest.raises(RequestTimeout, match="answered this client before") as caught:
+            client.call(MsgType.PING)
+        assert "CURVE" not in caught.value.message
+        async_client.send(url, MsgType.PING, {}, (), lambda _r, e: replies.put(e), timeout=0.2)
+        late = replies.get(timeout=10)
+    finally:
+        async_client.stop()
+    assert isinstance(late, RequestTimeout), late
+    assert "answered this client before" in late.message and "CURVE" not in late.message
+    never = tcp.client(url, timeout=0.2, retries=0, retry_backoff=0)
+    with pytest.raises(RequestTimeout, match=r"never answered this client.*may require CURVE"):
+        never.call(MsgType.PING)
+
+
 # -- lifecycle -----------------------------------------------------------------
 
 

@@ -85,6 +85,7 @@ class RpcClient:
         _check_policy(timeout, retries)
         self.url = url
         self._curve = curve
+        self._answered = False  # a reply came: the handshake works (CURVE is not why one is late)
         self.signer = signer
         self._context: _Context = context if context is not None else zmq.Context.instance()
         self._timeout = timeout
@@ -159,6 +160,7 @@ class RpcClient:
                     time.sleep(self._retry_backoff * 2 ** (attempt - 1))
                 reply = self._try_once(msg_type, body, data, payloads, timeout)
                 if reply is not None:
+                    self._answered = True
                     return reply
                 # Lazy pirate: a socket that timed out may hold a half-dead
                 # connection or a queue of stale requests; start afresh.
@@ -166,7 +168,7 @@ class RpcClient:
                 logger.debug("%s to %s: try %d timed out", type_name(msg_type), self.url, attempt + 1)
             raise RequestTimeout(
                 f"no reply from {self.url} to {type_name(msg_type)} within {timeout:g} s "
-                f"({retries + 1} tries){timeout_hint(self._curve)}",
+                f"({retries + 1} tries){timeout_hint(self._curve, self._answered)}",
                 {"url": self.url, "msg_type": msg_type, "timeout": timeout, "tries": retries + 1},
             )
 
