@@ -16,7 +16,7 @@ import pytest
 import croupier
 from croupier.core.commands import ExpireApp
 from croupier.core.config import MasterConfig
-from croupier.core.errors import DataLostError
+from croupier.core.errors import DataLostError, RequestTimeout
 from croupier.services.cli import main as cli_main
 from croupier.services.local import LocalCluster
 from croupier.services.master import MasterService
@@ -191,3 +191,50 @@ def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout
         assert registry.get_sample_value("croupier_master_orphan_apps_swept_total") == 1
         assert registry.get_sample_value("croupier_master_objects_deleted_total") == 1  # ended's
         live.unregister()
+
+
+@pytest.fixture
+def own_seaweed(seaweed: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A SeaweedFS of this test's own (stopping it disturbs no other test), with the AWS variables
+    pointing at it for this process and the workers it starts."""
+    from tests.seaweed import SeaweedServer, weed_binary
+
+    binary = weed_binary()
+    assert binary is not None  # the session fixture skipped otherwise
+    # a restarted weed waits for its raft election (10 s by default) before it serves
+    server = SeaweedServer(binary, ("-master.electionTimeout=1s",))
+    try:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_object_store_outage_longer_than_the_old_retries_delays_the_offload_never_loses_it(
+    tmp_path: Path, own_seaweed: Any
+) -> None:
+    # the old worker tried an upload 3 times, each obstore's ~3 s of quick retries, about 10 s in
+    # all, then never again: the copies stayed on the workers and wait_offloaded timed out
+    url = own_seaweed.new_bucket_url()
+    with fault_cluster(2, tmp_path / "cluster", memory_tier_max=0, object_store=url) as cluster:
+        own_seaweed.wait_ready()
+        with croupier.connect(cluster.master_url) as client:
+            client.object_store = url
+            app = client.register_app("outage")
+            sh = app.register_shuffle(num_mappers=2, num_partitions=3)
+            own_seaweed.outage()  # down before the commit
+            expected = write_all(sh, 2, 3, 100)
+            check_all(sh, expected)  # committed; the uploads are failing
+            committed = time.monotonic()
+            with pytest.raises(RequestTimeout, match=r"not offloaded within 0.5 s: the object store fails"):
+                sh.wait_offloaded(0.5)  # the error says what is pending
+            # down longer than the old code's whole retry window (3 attempts of ~3 s, ~10 s)
+            time.sleep(max(0.0, 11.0 - (time.monotonic() - committed)))
+            own_seaweed.restart()  # same ports, same data
+            own_seaweed.wait_ready()
+            sh.wait_offloaded(40)
+            ids = {cluster.kill_worker(i) for i in range(2)}
+            wait_lost(cluster, ids)
+            _exactly_once(sh, expected)  # from the store alone
+            app.unregister()

@@ -92,12 +92,14 @@ def object_chunks(
             raise ObjectCopyFailed(str(exc)) from exc
 
 
-def _offloaded(store: ObjectStore, shuffle: Shuffle, reply: LocationsBatchReply, empty: set[Epoch]) -> bool:
-    """Whether every epoch of every partition in ``reply`` has an object copy (one role of the
-    copies the commit did not fail). A partition no winning map declared holds nothing: no
-    worker committed a copy of it, so none is waited for; nor is an epoch whose workers say
-    they never received data for it (``empty``, filled here: a split's new epoch placed after
-    the writer's last push)."""
+def _offloaded(
+    store: ObjectStore, shuffle: Shuffle, reply: LocationsBatchReply, empty: set[Epoch]
+) -> Epoch | None:
+    """The first epoch in ``reply`` with no object copy yet (one role of the copies the commit
+    did not fail), None when every one has one. A partition no winning map declared holds
+    nothing: no worker committed a copy of it, so none is waited for; nor is an epoch whose
+    workers say they never received data for it (``empty``, filled here: a split's new epoch
+    placed after the writer's last push)."""
     app_id, shuffle_id = shuffle.app_id, shuffle.shuffle_id
     for entry in reply.partitions:
         if entry.maps == ():
@@ -111,9 +113,9 @@ def _offloaded(store: ObjectStore, shuffle: Shuffle, reply: LocationsBatchReply,
             if not keys or any(store.size(k) is not None for k in keys):
                 continue
             if not _never_pushed(shuffle, entry.partition, loc.epoch, copies):
-                return False
+                return entry.partition, loc.epoch
             empty.add((entry.partition, loc.epoch))
-    return True
+    return None
 
 
 def _never_pushed(
@@ -146,7 +148,9 @@ def wait_offloaded(shuffle: Shuffle, timeout: float) -> None:
 
     Raises:
         ValueError: the client has no object store.
-        RequestTimeout: not all offloaded within ``timeout`` seconds.
+        RequestTimeout: not all offloaded within ``timeout`` seconds; its message names
+            what is still pending (the shuffle not committed, the first partition and epoch
+            with no object copy, or the store's error).
     """
     store = store_of(shuffle.client.object_store)
     if store is None:
@@ -164,18 +168,30 @@ def _wait(store: ObjectStore, shuffle: Shuffle, timeout: float) -> None:
     step = MAX_PARTITIONS_PER_CALL
     empty: set[Epoch] = set()  # (partition, epoch) never pushed to: nothing to wait for
     while True:
-        done = True
+        pending = ""  # what is still missing, for the timeout's message
         for first in range(0, shuffle.num_partitions, step):
             partitions = tuple(range(first, min(first + step, shuffle.num_partitions)))
             command = GetLocationsBatch(shuffle.app_id, shuffle.shuffle_id, partitions)
             reply = shuffle.master.request(command, LocationsBatchReply)
-            if not (reply.committed and _offloaded(store, shuffle, reply, empty)):
-                done = False
+            if not reply.committed:
+                pending = "it is not committed yet"
                 break
-        if done:
+            try:
+                missing = _offloaded(store, shuffle, reply, empty)
+            except ObjectStoreError as exc:  # an outage of the store: wait for it too
+                pending = f"the object store fails: {exc}"
+                break
+            if missing is not None:
+                pending = (
+                    f"partition {missing[0]} epoch {missing[1]} (the first found) has no object copy"
+                    f" yet in {store.url}: is the store reachable from the workers? their"
+                    " croupier_worker_offload_retrying gauge and logs say"
+                )
+                break
+        if not pending:
             return
         if time.monotonic() > deadline:
             raise RequestTimeout(
-                f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} not offloaded within {timeout:g} s"
+                f"shuffle {shuffle.app_id}/{shuffle.shuffle_id} not offloaded within {timeout:g} s: {pending}"
             )
         time.sleep(0.2)

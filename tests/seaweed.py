@@ -106,7 +106,9 @@ def probe() -> Exception | None:
 
 
 class SeaweedServer:
-    def __init__(self, binary: str) -> None:
+    """``weed server -s3``; ``extra`` arguments go after the usual ones (``server_args``)."""
+
+    def __init__(self, binary: str, extra: tuple[str, ...] = ()) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="croupier-seaweed-"))
         (self.dir / "data").mkdir()
         (self.dir / "s3.json").write_text(s3_identities())
@@ -114,9 +116,23 @@ class SeaweedServer:
         self.ports = p
         self.port = p[6]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        args = server_args(binary, str(self.dir), p)
+        self._args = [*server_args(binary, str(self.dir), p), *extra]
         self._log = open(self.dir / "weed.log", "wb")  # noqa: SIM115 (closed in stop)
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.dir)
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self._args, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.dir)
+
+    def outage(self) -> None:
+        """Kill the server (an outage: requests are refused), keeping its data and ports."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def restart(self) -> None:
+        """Start it again after ``outage()``, on the same ports and data (then ``wait_ready``)."""
+        self.outage()
+        self.proc = self._spawn()
 
     def env(self) -> dict[str, str]:
         """The standard AWS variables that point any S3 client (and Croupier) at this server."""
