@@ -23,7 +23,7 @@ from croupier.tools.verify_workload import (
 
 def test_faults_default_to_every_kind_that_applies_and_corruption_only_after_the_commit() -> None:
     cells = parse_faults("", ha=False)
-    assert {k for k, _ in cells} == set(KINDS) - {"leader", "disk-full", "double-kill"}  # asked by name
+    assert {k for k, _ in cells} == set(KINDS) - {"leader", "disk-full", "double-kill", "all-gone"}  # by name
     assert {p for k, p in cells if k == "kill"} == set(PHASES)
     assert {p for k, p in cells if k.startswith("corrupt")} == {"after-commit", "mid-read"}
     assert ("leader", "mid-push") in parse_faults(None, ha=True)
