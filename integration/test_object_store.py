@@ -22,21 +22,11 @@ from croupier.services.local import LocalCluster
 from croupier.services.master import MasterService
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
-from croupier.transports.objstore import ObjectStore, open_object_store
+from croupier.transports.objstore import ObjectStore
 from integration.procs import fault_cluster
 from integration.test_data_plane import check_all, wait_lost, write_all
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def bucket(seaweed: Any) -> Iterator[tuple[str, ObjectStore]]:
-    url = seaweed.new_bucket_url()
-    store = open_object_store(url)
-    try:
-        yield url, store
-    finally:
-        store.close()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 import croupier
 from croupier.core.config import ClientConfig
 from croupier.services.local import LocalCluster
-from croupier.transports.objstore import ObjectStore, open_object_store
+from croupier.transports.objstore import ObjectStore
 from integration.procs import fault_cluster
 from integration.test_data_plane import wait_lost
 from integration.test_disk_full import records, small_filesystems, write_map
@@ -34,16 +34,6 @@ WORKERS, PARTITIONS = 3, 6
 CONFIG = ClientConfig(rpc_timeout=3.0, failover_deadline=3.0)
 # a 2 MiB reserve on 8 MiB disks
 SETTINGS: dict[str, Any] = {"memory_tier_max": 0, "disk_reserve": 2 * MiB}
-
-
-@pytest.fixture
-def bucket(seaweed: Any) -> Iterator[tuple[str, ObjectStore]]:
-    url = seaweed.new_bucket_url()
-    store = open_object_store(url)
-    try:
-        yield url, store
-    finally:
-        store.close()
 
 
 @contextlib.contextmanager
