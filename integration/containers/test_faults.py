@@ -369,8 +369,11 @@ def test_every_worker_container_killed_after_the_offload_to_a_seaweedfs_containe
         # SeaweedFS frozen: the offload that the commit starts is held mid-way
         cluster.pause(seaweedfs)
         try:
-            job.write(range(job.mappers - 1, job.mappers))  # its MapperEnd commits the shuffle
-            assert job.shuffle.summary()["committed"]
+            job.write(range(job.mappers - 1, job.mappers))  # its MapperEnd starts the commit
+            deadline = time.monotonic() + 30  # the commit runs after the ack (COMMIT_FILES, then logged)
+            while not job.shuffle.summary()["committed"]:
+                assert time.monotonic() < deadline, "the shuffle did not commit in 30 s"
+                time.sleep(0.1)
             time.sleep(1.0)
             held = cluster.status()["offload"]  # type: ignore[index]
             assert held["committed_copies"] > 0 and held["offloaded_copies"] == 0, held
