@@ -13,6 +13,13 @@ from collections.abc import Iterator
 
 import pykka
 import pytest
+from hypothesis import settings
+
+# No per-example deadline: the machine is shared and noisy, and speed is shown by `croupier
+# bench`, never by timed assertions (pytest-timeout still bounds a hung test). A property
+# needing its own settings still sets them on the test.
+settings.register_profile("croupier", deadline=None)
+settings.load_profile("croupier")
 
 
 def _socket_fds() -> set[str]:

@@ -102,15 +102,19 @@ class CommitCoordinator:
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
         self._lost: set[str] = set()
+        self._moved: dict[str, str] = {}  # worker -> the control URL it registered last
         self._stopped = False
 
-    def set_lost(self, worker: str, lost: bool) -> None:
-        """The master declared ``worker`` lost (or it registered again): retries to it stop."""
+    def set_lost(self, worker: str, lost: bool, url: str | None = None) -> None:
+        """The master declared ``worker`` lost: retries to it stop. Or it registered again,
+        at control ``url``: retries go there (a worker restarted on another port)."""
         with self._lock:
             if lost:
                 self._lost.add(worker)
             else:
                 self._lost.discard(worker)
+                if url is not None:
+                    self._moved[worker] = url
 
     def stop(self) -> None:
         with self._lock:
@@ -174,7 +178,8 @@ class CommitCoordinator:
     def _second_chance(self, plan: CommitPlan, replies: dict[str, CommitFilesReply | None]) -> None:
         """Before data is named lost, ask once more the silent workers holding its copies."""
         verdict = judge(plan.copies, replies, plan.winners, plan.num_partitions)
-        urls = {**plan.suspects, **plan.workers}
+        with self._lock:  # where each worker registered last
+            urls = {**plan.suspects, **plan.workers, **self._moved}
         gone = {p for p, _, _ in verdict.lost_maps}
         silent = {
             c.worker: urls[c.worker]
@@ -249,8 +254,9 @@ class CommitCoordinator:
             )
             with self._lock:
                 stopped = self._stopped or worker in self._lost
+                now = self._moved.get(worker, url)
             if tries > 1 and error.retriable and not stopped:
-                self._call(worker, url, body, reply_type, tries - 1, done)
+                self._call(worker, now, body, reply_type, tries - 1, done)
             else:
                 done(worker, None)
 

@@ -557,7 +557,11 @@ class MasterActor(pykka.ThreadingActor):
                 self._worker_dirs.pop(wid, None)  # its next heartbeat reports its disks again
                 self._worker_http.pop(wid, None)  # its next heartbeat says it again
                 if self._coordinator is not None:
-                    self._coordinator.set_lost(wid, isinstance(event, WorkerLost))
+                    if isinstance(event, WorkerRegistered):  # perhaps on other ports
+                        url = f"tcp://{event.host}:{event.control_port}"
+                        self._coordinator.set_lost(wid, False, url)
+                    else:
+                        self._coordinator.set_lost(wid, True)
             case AppRegistered(app_id=app_id, key_tag=tag):
                 self._app_tags.set(app_id, tag)
                 if self._coordinator is not None:

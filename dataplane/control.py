@@ -8,13 +8,21 @@ of the shuffle starts after that, so none recreates a removed file. The wait and
 removal run on a one-thread pool owned here (``close`` ends it), and the reply is sent
 from there, so a slow actor never holds up the other control requests.
 
-State: the destroy pool. WORKER_INFO is answered with ``info()``, PING with the clock.
+An app's RESERVE, COMMIT_FILES and DESTROY stay in order: while the pool holds work of an
+app (a destroy waiting for its actors), a later one of these for the same app runs on the
+pool behind it instead of on the server thread. A new registration of an app id that
+reserves during the earlier registration's DESTROY is therefore answered only once that
+removal is done, and nothing it writes can be removed by it.
+
+State: the destroy pool, and per app how much of its work the pool holds. WORKER_INFO is
+answered with ``info()``, PING with the clock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +103,8 @@ class ControlHandler:
         self._info = info
         self._drop_timeout = drop_timeout
         self._destroys = ThreadPoolExecutor(1, thread_name_prefix="worker-destroy")
+        self._queued: dict[str, int] = {}  # app id -> its tasks on the pool, queued or running
+        self._queued_lock = threading.Lock()
 
     def close(self) -> None:
         """Finish the destroys already started or queued."""
@@ -107,41 +117,90 @@ class ControlHandler:
         if request.msg_type == MsgType.RESERVE:
             reserve = from_json(Reserve, request.body)
             reserve.validate()
-            self._learn_tag(reserve.app_id, reserve.key_tag)
-            held = self._reservations.reserve(reserve)
-            if reserve.revived:  # a revive before the commit, or a rerun's new epoch after it
-                where = [(p, e) for p, e, *_ in reserve.revived]
-                self._locations.reopen(reserve.app_id, reserve.shuffle_id, where)
-            responder.ok(encode_reply(ReserveReply(held)))
+            self._in_order(reserve.app_id, self._reserve, reserve, responder)
         elif request.msg_type == MsgType.COMMIT_FILES:
             cmd = from_json(CommitFiles, request.body)
             cmd.validate()
-            self._learn_tag(cmd.app_id, cmd.key_tag)
-            # the tag in force, for a restart (PROTOCOL §5.4)
-            self._store.save_key_tag(cmd.app_id, self._app_tags.get(cmd.app_id) or "")
-            self._forget(cmd.app_id, cmd.shuffle_id)
-            commit_files(
-                cmd,
-                locations=self._locations,
-                store=self._store,
-                incarnation=self._incarnation,
-                responder=responder,
-                tier=self._tier,
-                on_committed=None if self._offloader is None else self._offloader.submit,
-            )
+            self._in_order(cmd.app_id, self._commit, cmd, responder)
         elif request.msg_type == MsgType.DESTROY:
             destroy = from_json(Destroy, request.body)
             destroy.validate()
-            self._forget(destroy.app_id, destroy.shuffle_id)
-            self._reservations.forget(destroy.app_id, destroy.shuffle_id)
-            if destroy.shuffle_id is None:  # the app is gone: a new registration has a new key
-                self._app_tags.drop(destroy.app_id)
-            dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
-            self._destroys.submit(self._answer_destroy, destroy, dropped, responder)
+            self._in_order(destroy.app_id, self._destroy, destroy, responder)
         elif request.msg_type == MsgType.WORKER_INFO:
             responder.ok(encode_reply(self._info()))
         else:  # PING is open: nothing about the worker, only its clock (PROTOCOL §2.1, §5.2)
             responder.ok({"pong": True, "time_us": time.time_ns() // 1000})
+
+    def _in_order(
+        self, app_id: str, handle: Callable[[Any, Responder], None], cmd: Any, responder: Responder
+    ) -> None:
+        """``handle(cmd, responder)`` here, or on the pool behind the app's work queued there."""
+        with self._queued_lock:
+            busy = app_id in self._queued
+        if not busy:
+            handle(cmd, responder)
+            return
+
+        def deferred() -> None:
+            try:
+                handle(cmd, responder)
+            except CroupierError as exc:
+                responder.error(exc)
+            except Exception as exc:  # the pool would swallow it, and the master would wait in vain
+                log.exception("%s of %s failed", type(cmd).__name__, app_id)
+                responder.error(InternalError(f"{type(exc).__name__} handling {type(cmd).__name__}"))
+
+        log.info("%s of app %s waits for the app's destroy", type(cmd).__name__, app_id)
+        self._submit(app_id, deferred)
+
+    def _submit(self, app_id: str, task: Callable[[], None]) -> None:
+        """Run ``task`` on the pool, counted as the app's work until it ends."""
+        with self._queued_lock:
+            self._queued[app_id] = self._queued.get(app_id, 0) + 1
+
+        def run() -> None:
+            try:
+                task()
+            finally:
+                with self._queued_lock:
+                    left = self._queued[app_id] - 1
+                    if left:
+                        self._queued[app_id] = left
+                    else:
+                        del self._queued[app_id]
+
+        self._destroys.submit(run)
+
+    def _reserve(self, reserve: Reserve, responder: Responder) -> None:
+        self._learn_tag(reserve.app_id, reserve.key_tag)
+        held = self._reservations.reserve(reserve)
+        if reserve.revived:  # a revive before the commit, or a rerun's new epoch after it
+            where = [(p, e) for p, e, *_ in reserve.revived]
+            self._locations.reopen(reserve.app_id, reserve.shuffle_id, where)
+        responder.ok(encode_reply(ReserveReply(held)))
+
+    def _commit(self, cmd: CommitFiles, responder: Responder) -> None:
+        self._learn_tag(cmd.app_id, cmd.key_tag)
+        # the tag in force, for a restart (PROTOCOL §5.4)
+        self._store.save_key_tag(cmd.app_id, self._app_tags.get(cmd.app_id) or "")
+        self._forget(cmd.app_id, cmd.shuffle_id)
+        commit_files(
+            cmd,
+            locations=self._locations,
+            store=self._store,
+            incarnation=self._incarnation,
+            responder=responder,
+            tier=self._tier,
+            on_committed=None if self._offloader is None else self._offloader.submit,
+        )
+
+    def _destroy(self, destroy: Destroy, responder: Responder) -> None:
+        self._forget(destroy.app_id, destroy.shuffle_id)
+        self._reservations.forget(destroy.app_id, destroy.shuffle_id)
+        if destroy.shuffle_id is None:  # the app is gone: a new registration has a new key
+            self._app_tags.drop(destroy.app_id)
+        dropped = self._locations.remove(destroy.app_id, destroy.shuffle_id)
+        self._submit(destroy.app_id, lambda: self._answer_destroy(destroy, dropped, responder))
 
     def _learn_tag(self, app_id: str, tag: str | None) -> None:
         """The app's current registration has ``tag`` (PROTOCOL §2.1). Another tag known here
@@ -172,7 +231,7 @@ class ControlHandler:
         """
         self._forget(app_id, shuffle_id)
         dropped = self._locations.remove(app_id, shuffle_id)
-        self._destroys.submit(self._remove_orphan, Destroy(app_id, shuffle_id), dropped)
+        self._submit(app_id, lambda: self._remove_orphan(Destroy(app_id, shuffle_id), dropped))
 
     def _forget(self, app_id: str, shuffle_id: int | None) -> None:
         self._pushed.drop(app_id, shuffle_id)

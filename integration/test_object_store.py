@@ -22,7 +22,7 @@ from croupier.services.local import LocalCluster
 from croupier.services.master import MasterService
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
-from croupier.transports.objstore import ObjectStore
+from croupier.transports.objstore import ObjectStore, S3ObjectStore
 from integration.procs import fault_cluster
 from integration.test_data_plane import check_all, wait_lost, write_all
 
@@ -57,9 +57,20 @@ def _offload_shown(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_the_store(
-    cluster: LocalCluster, bucket: tuple[str, ObjectStore], capsys: pytest.CaptureFixture[str]
+    cluster: LocalCluster,
+    bucket: tuple[str, ObjectStore],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, store = bucket
+    opened: list[str] = []  # the S3 stores this process opens (a connection pool each)
+    real_init = S3ObjectStore.__init__
+
+    def counted(self: S3ObjectStore, url: str, bucket: str, prefix: str) -> None:
+        opened.append(url)
+        real_init(self, url, bucket, prefix)
+
+    monkeypatch.setattr(S3ObjectStore, "__init__", counted)
     with croupier.connect(cluster.master_url) as client:
         client.object_store = url
         app = client.register_app("scale-to-zero")
@@ -76,6 +87,7 @@ def test_after_wait_offloaded_every_worker_can_die_and_every_record_reads_from_t
         for reader in sh.readers(list(range(6))):  # and through the batched reads
             got = list(reader)
             assert sorted(got) == sorted(expected[reader.partition])
+        assert opened == [url]  # one store for the client, not one per partition read
         app.unregister()
 
 

@@ -82,6 +82,7 @@ from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
 from croupier.transports.curve import curve_client_from_env
 from croupier.transports.master_client import MasterClient
+from croupier.transports.objstore import ObjectStore, open_object_store
 from croupier.transports.rpc import Reply
 
 __all__ = [
@@ -162,6 +163,7 @@ class Client:
         self._apps: list[App] = []
         self._keys: dict[str, bytes] = {}  # app_id -> app key: the apps registered or opened here
         self._closed = False
+        self._stores: dict[str, ObjectStore] = {}  # opened by readers, by URL; closed by close()
         self._suspects: dict[str, float] = {}  # worker_id -> monotonic time its exclusion ends
 
     # -- the contract -------------------------------------------------------------------------
@@ -348,7 +350,23 @@ class Client:
             app.close()
         if data is not None:
             data.stop()
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
         self._master.close()
+
+    def _object_store(self) -> ObjectStore | None:
+        """The store ``object_store`` names (None: none), opened once and shared by this
+        client's readers (one connection pool), closed by ``close``."""
+        url = self.object_store
+        if not url:
+            return None
+        with self._lock:
+            store = self._stores.get(url)
+            if store is None:
+                store = self._stores[url] = open_object_store(url)
+            return store
 
     @property
     def closed(self) -> bool:

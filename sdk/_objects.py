@@ -31,7 +31,6 @@ from croupier.transports.objstore import (
     ObjectStore,
     ObjectStoreError,
     object_key,
-    open_object_store,
 )
 
 if TYPE_CHECKING:
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
 Epoch = tuple[int, int]  # (partition, epoch)
 
-__all__ = ["ObjectCopyAbsent", "ObjectCopyFailed", "object_chunks", "store_of", "wait_offloaded"]
+__all__ = ["ObjectCopyAbsent", "ObjectCopyFailed", "object_chunks", "wait_offloaded"]
 
 
 class ObjectCopyFailed(Exception):
@@ -48,11 +47,6 @@ class ObjectCopyFailed(Exception):
 
 class ObjectCopyAbsent(ObjectCopyFailed):
     """No object copy of this location (not offloaded, or deleted)."""
-
-
-def store_of(url: str | None) -> ObjectStore | None:
-    """The store a URL names (None: none); its caller closes it (its connections with it)."""
-    return open_object_store(url) if url else None
 
 
 def _index(store: ObjectStore, key: str) -> dict[str, Any]:
@@ -152,15 +146,12 @@ def wait_offloaded(shuffle: Shuffle, timeout: float) -> None:
             what is still pending (the shuffle not committed, the first partition and epoch
             with no object copy, or the store's error).
     """
-    store = store_of(shuffle.client.object_store)
+    store = shuffle.client._object_store()
     if store is None:
         raise ValueError(
             "this client has no object store (connect(..., object_store=) or $CROUPIER_OBJECT_STORE)"
         )
-    try:
-        _wait(store, shuffle, timeout)
-    finally:
-        store.close()
+    _wait(store, shuffle, timeout)
 
 
 def _wait(store: ObjectStore, shuffle: Shuffle, timeout: float) -> None:

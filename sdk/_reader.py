@@ -49,7 +49,7 @@ from croupier._assemble import (
     split_records,
     split_views,
 )
-from croupier._objects import ObjectCopyAbsent, ObjectCopyFailed, object_chunks, store_of
+from croupier._objects import ObjectCopyAbsent, ObjectCopyFailed, object_chunks
 from croupier._routing import PartitionLocation, WorkerAddress
 from croupier._small import SmallEntry, SmallFetch, send_small
 from croupier.core.codec import from_json, to_json
@@ -306,12 +306,8 @@ class Reader:
         self._failed_workers.update(w for e, w in failed if e == location.epoch and w in location.workers)
         if not copies:
             self._note(location.epoch, "failed")
-        objects = store_of(self.shuffle.client.object_store)
-        try:
-            yield from self._read_copies(location, copies, objects, selector, context)
-        finally:
-            if objects is not None:
-                objects.close()
+        objects = self.shuffle.client._object_store()
+        yield from self._read_copies(location, copies, objects, selector, context)
 
     def _read_copies(
         self,

@@ -61,12 +61,13 @@ def s3_identities() -> str:
 
 def server_args(binary: str, directory: str, ports: list[int]) -> list[str]:
     """``weed server -s3`` on 127.0.0.1: its data in ``directory``/data, its identities in
-    ``directory``/s3.json, its 8 ports from ``ports`` (the S3 port is ``ports[6]``).
+    ``directory``/s3.json, its glog files in ``directory`` (glog's default is /tmp), its 8
+    ports from ``ports`` (the S3 port is ``ports[6]``).
 
     Shared by ``SeaweedServer`` and the container suite's SeaweedFS container."""
     p = ports
     return [
-        binary, "server", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        binary, f"-logdir={directory}", "server", "-s3", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
         f"-dir={directory}/data",
         f"-master.port={p[0]}", f"-master.port.grpc={p[1]}",
         f"-volume.port={p[2]}", f"-volume.port.grpc={p[3]}",

@@ -82,8 +82,11 @@ def rdd_group_by_key(spark: SparkSession, n: int = 20_000) -> Any:
 
 @query
 def rdd_sort_by_key(spark: SparkSession, n: int = 20_000) -> Any:
-    rdd = spark.sparkContext.parallelize(range(n), 6).map(lambda i: ((i * 7919) % n, i))
-    rows = rdd.sortByKey(ascending=False, numPartitions=5).collect()
+    def pair(i: int) -> tuple[int, int]:
+        return ((i * 7919) % n, i)
+
+    rdd = spark.sparkContext.parallelize(range(n), 6).map(pair)
+    rows: list[Any] = rdd.sortByKey(ascending=False, numPartitions=5).collect()
     assert all(rows[i][0] >= rows[i + 1][0] for i in range(len(rows) - 1)), "not sorted"
     return digest(rows, ordered=True)
 
@@ -108,7 +111,7 @@ def rdd_big_records(spark: SparkSession, mib: int = 2) -> Any:
 def df_2001_partitions(spark: SparkSession, n: int = 20_000) -> Any:
     """2,001 shuffle partitions: Spark sends a HighlyCompressedMapStatus, and AQE coalesces the
     small partitions into a few reads of partition ranges."""
-    before = spark.conf.get("spark.sql.shuffle.partitions")
+    before = spark.conf.get("spark.sql.shuffle.partitions") or "200"  # Spark's default when unset
     spark.conf.set("spark.sql.shuffle.partitions", "2001")
     try:
         df = spark.range(n).withColumn("k", sf.col("id") % 5003)
@@ -191,7 +194,7 @@ def keep_partitioned(
     stage runs and commits) and keeps it under ``name``. ``sleep_map`` sleeps in that map's
     first attempt (a straggler)."""
 
-    def gen(index: int, it: Iterator[int]) -> Iterator[tuple[int, int]]:
+    def gen(index: int, it: Iterable[int]) -> Iterator[tuple[int, int]]:
         ctx = TaskContext.get()
         if index == sleep_map and ctx is not None and ctx.attemptNumber() == 0:
             time.sleep(sleep_s)
@@ -210,7 +213,7 @@ def straggler(spark: SparkSession, maps: int = 4, n: int = 200_000, sleep_s: flo
     ``sleep_s``: a straggler whose speculative copy, when Spark runs one, wins. Returns each
     partition's (index, record count, sum of values), and the task attempts of the map stage."""
 
-    def gen(index: int, it: Iterator[int]) -> Iterator[tuple[int, int]]:
+    def gen(index: int, it: Iterable[int]) -> Iterator[tuple[int, int]]:
         ctx = TaskContext.get()
         items = list(it)
         half = len(items) // 2
@@ -221,7 +224,7 @@ def straggler(spark: SparkSession, maps: int = 4, n: int = 200_000, sleep_s: flo
         for i in items[half:]:
             yield (index + maps * (i % 1000), i)
 
-    def summary(index: int, it: Iterator[tuple[int, int]]) -> Iterator[tuple[int, int, int]]:
+    def summary(index: int, it: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int, int]]:
         count = total = 0
         for _, v in it:
             count += 1
@@ -258,7 +261,7 @@ def slow_job(spark: SparkSession, name: str, maps: int = 6, n: int = 60_000, sle
     """Starts a job whose maps each sleep ``sleep_s``; ``wait`` returns its result."""
 
     def run() -> None:
-        def gen(index: int, it: Iterator[int]) -> Iterator[tuple[int, int]]:
+        def gen(index: int, it: Iterable[int]) -> Iterator[tuple[int, int]]:
             time.sleep(sleep_s)
             for i in it:
                 yield (i % 777, i)

@@ -135,7 +135,7 @@ def croupier_app(cluster: LocalCluster, driver: Driver) -> str:
         a["app_id"] for a in cluster.status()["apps"] if a["app_id"].startswith(f"spark-{driver.app_id}-")
     ]
     assert len(apps) == 1, cluster.status()["apps"]
-    return apps[0]
+    return str(apps[0])
 
 
 def _descends_from(pid: int, ancestor: int) -> bool:

@@ -161,10 +161,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _serve_worker(args: argparse.Namespace, id_printed: Callable[[], None]) -> int:
+    from croupier.ops.heap import keep_heap
     from croupier.services.worker import WorkerService
 
     dirs = [d for d in args.dirs.split(",") if d] or [str(Path(_default_data_dir()).parent / "worker")]
     config = worker_config(args)
+    keep_heap(config.memory_cap)  # before the service's threads exist
     secret = _secret(args)
     curve = _member_curve(args, secret)
     http = _http_listen(args, args.listen)

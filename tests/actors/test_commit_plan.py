@@ -28,7 +28,7 @@ class RecordingCoordinator:
     def commit(self, plan: CommitPlan) -> None:
         self.plans.append(plan)
 
-    def set_lost(self, worker: str, lost: bool) -> None:
+    def set_lost(self, worker: str, lost: bool, url: str | None = None) -> None:
         pass
 
     def destroy(self, app_id: str, shuffle_id: int | None, workers: dict[str, str]) -> None:

@@ -237,3 +237,36 @@ def test_a_message_without_a_tag_keeps_a_tagged_apps_files_and_tag(control: Cont
     control.client.call(int(MsgType.COMMIT_FILES), to_json(CommitFiles("app-1", 0)))
     assert control.store.committed(k) is not None and control.tags.get("app-1") == TAG_1
     assert MemoryPartitionStore(control.store.backing).key_tag("app-1") == TAG_1
+
+
+def test_a_reregistration_during_a_destroy_keeps_what_it_writes(control: Control) -> None:
+    """DESTROY of an app removes its files off the server thread, once its actors have dropped
+    them. A new registration of the id reserving meanwhile is answered only after that removal:
+    what it writes after its reply is never removed by the earlier registration's DESTROY."""
+    old = key(app="app-1", shuffle=0)
+    committed_file(control.store, old)
+    control.locations.admit(old)
+    control.tags.set("app-1", TAG_1)
+    order: queue.SimpleQueue[str] = queue.SimpleQueue()
+    control.pipelined.send(
+        control.url, MsgType.DESTROY, to_json(Destroy("app-1")), [], lambda r, e: order.put("destroyed")
+    )
+    assert control.dropping.wait(10)  # the destroy is pending on the actor
+    body = to_json(Reserve("app-1", 0, "inc-1", 4, False, pairs=(("worker-1", None),), key_tag=TAG_2))
+    control.pipelined.send(control.url, MsgType.RESERVE, body, [], lambda r, e: order.put("reserved"))
+    new = key(app="app-1", shuffle=0, partition=1)
+    written = False
+    try:
+        if order.get(timeout=1.0) == "reserved":  # answered at once: the new app writes now
+            committed_file(control.store, new)
+            written = True
+    except queue.Empty:
+        pass
+    control.gate.set()
+    seen = [order.get(timeout=30) for _ in range(1 if written else 2)]
+    if not written:
+        assert seen == ["destroyed", "reserved"]
+        committed_file(control.store, new)
+    assert control.store.committed(new) is not None, "the new registration's file was removed"
+    assert control.store.committed(old) is None
+    assert control.reservations.keys() == {("app-1", 0)} and control.tags.get("app-1") == TAG_2
