@@ -192,6 +192,9 @@ class WorkerConfig:
         object_store: ``s3://BUCKET/PREFIX`` (issue 26): every committed copy is also
             uploaded there after COMMIT_FILES (``dataplane/offload.py``), and its objects are
             deleted with the shuffle. None: no object store.
+        direct_io: write and read the partition files with ``O_DIRECT`` from per-thread
+            buffers, bypassing the page cache (``storage/_direct.py``, issue 25), where the
+            data dirs' filesystems take it.
     """
 
     heartbeat_interval: float | None = None
@@ -212,6 +215,7 @@ class WorkerConfig:
     memory_tier_fraction: float = 0.1
     disk_reserve: int | None = None
     object_store: str | None = None
+    direct_io: bool = True
 
 
 @dataclass(frozen=True, slots=True)

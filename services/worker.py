@@ -288,7 +288,10 @@ class WorkerService(Service):
     def _start_storage(self) -> PartitionStore:
         """The store, one flusher per disk and the load sampler over them."""
         store = self.store = self._given_store or DiskPartitionStore(
-            self.dirs, fsync=self.config.commit_fsync, reserve=self.config.disk_reserve
+            self.dirs,
+            fsync=self.config.commit_fsync,
+            reserve=self.config.disk_reserve,
+            direct=self.config.direct_io,
         )
         if self.config.object_store is not None:  # full disks spill to the object store (issue 26)
             objects = open_object_store(self.config.object_store)

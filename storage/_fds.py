@@ -26,12 +26,14 @@ from pathlib import Path
 
 from croupier.core.errors import Unavailable
 
-__all__ = ["FdCache", "Handle", "byte_views", "fsync_dir", "writev_all"]
+__all__ = ["FdCache", "Handle", "SourceError", "byte_views", "copy_prefix", "fsync_dir", "writev_all"]
 
 log = logging.getLogger("croupier.storage.disk")
 
 READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+_COPY_STEP = 1024 * 1024
 
 
 def _iov_max() -> int:
@@ -214,3 +216,37 @@ def fsync_dir(fds: FdCache, path: Path) -> None:
         os.fsync(fd)
     finally:
         fds.close_raw(fd)
+
+
+class SourceError(Exception):
+    """Reading the bytes to move failed: the old dir's fault, not the new one's."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+
+
+def copy_prefix(src: Path, dst: Path, size: int) -> None:
+    """Write the first ``size`` bytes of ``src`` to a new ``dst`` (OSError: the writing failed;
+    ``SourceError``: the reading did)."""
+    try:
+        fin = open(src, "rb")  # noqa: SIM115 - closed below; errors must be told apart
+    except FileNotFoundError:
+        if size:
+            raise SourceError(OSError(errno.ENOENT, f"{src} is gone")) from None
+        fin = None
+    try:
+        with open(dst, "wb") as fout:
+            left = size
+            while left:
+                try:
+                    chunk = fin.read(min(left, _COPY_STEP)) if fin is not None else b""
+                except OSError as exc:
+                    raise SourceError(exc) from exc
+                if not chunk:
+                    raise SourceError(OSError(errno.EIO, f"{src} ends {left} bytes early"))
+                fout.write(chunk)
+                left -= len(chunk)
+    finally:
+        if fin is not None:
+            fin.close()

@@ -48,6 +48,10 @@ another healthy dir of the store: the bytes already written are copied there, th
 call is written again, and the old file is deleted. Only when no healthy dir takes it does
 the call raise (``Unavailable``, ``details.no_space`` true when the failures were ``ENOSPC``).
 
+With ``direct=True`` (the worker's default) the ``.data`` files are written and read with
+``O_DIRECT`` (:mod:`croupier.storage._direct`): every write rewrites the file's last partial
+block and pads its own, the commit cuts the file to its size; the files are the same.
+
 Uncommitted ``.data`` files left by a crash stay on disk (``scan`` ignores
 them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
 """
@@ -67,8 +71,19 @@ from pathlib import Path
 from croupier.core import ids
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
+from croupier.storage._direct import read_direct, supports_direct, write_direct
 from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
-from croupier.storage._fds import READ_FLAGS, WRITE_FLAGS, FdCache, Handle, byte_views, fsync_dir, writev_all
+from croupier.storage._fds import (
+    READ_FLAGS,
+    WRITE_FLAGS,
+    FdCache,
+    Handle,
+    SourceError,
+    byte_views,
+    copy_prefix,
+    fsync_dir,
+    writev_all,
+)
 from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index
 from croupier.storage.key_tag_file import KEY_TAG_FILE, read_key_tag, write_key_tag
 from croupier.storage.store import (
@@ -100,46 +115,10 @@ _FILE_RE = re.compile(
 )
 _INT_RE = re.compile(r"0|[1-9][0-9]*")
 
-_COPY_STEP = 1024 * 1024
-
 
 def _os_error(action: str, path: Path | str, exc: OSError) -> Unavailable:
     code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
     return Unavailable(f"cannot {action} {path}: [{code}] {exc.strerror or exc}")
-
-
-class _SourceError(Exception):
-    """Reading the bytes to move failed: the old dir's fault, not the new one's."""
-
-    def __init__(self, exc: OSError) -> None:
-        super().__init__(str(exc))
-        self.exc = exc
-
-
-def _copy_prefix(src: Path, dst: Path, size: int) -> None:
-    """Write the first ``size`` bytes of ``src`` to a new ``dst`` (OSError: the writing failed;
-    ``_SourceError``: the reading did)."""
-    try:
-        fin = open(src, "rb")  # noqa: SIM115 - closed below; errors must be told apart
-    except FileNotFoundError:
-        if size:
-            raise _SourceError(OSError(errno.ENOENT, f"{src} is gone")) from None
-        fin = None
-    try:
-        with open(dst, "wb") as fout:
-            left = size
-            while left:
-                try:
-                    chunk = fin.read(min(left, _COPY_STEP)) if fin is not None else b""
-                except OSError as exc:
-                    raise _SourceError(exc) from exc
-                if not chunk:
-                    raise _SourceError(OSError(errno.EIO, f"{src} ends {left} bytes early"))
-                fout.write(chunk)
-                left -= len(chunk)
-    finally:
-        if fin is not None:
-            fin.close()
 
 
 # -- files and the store --------------------------------------------------------------------------
@@ -163,8 +142,9 @@ class DiskPartitionFile:
         self.data_path = directory / (key.name + DATA_SUFFIX)
         self.index_path = directory / (key.name + INDEX_SUFFIX)
         self._store = store
-        self._handle = Handle(self.data_path, WRITE_FLAGS)
+        self._handle = Handle(self.data_path, store._write_flags)
         self._size = 0
+        self._tail = b""  # O_DIRECT: the bytes of the file's last partial block (written too)
         self._state = "open"
         self._lock = threading.Lock()
 
@@ -199,7 +179,10 @@ class DiskPartitionFile:
     def _write_here(self, views: list[bytes | memoryview]) -> None:
         with self._store._fds.use(self._handle) as fd:
             try:
-                writev_all(fd, views)
+                if self._store.direct:
+                    self._tail = write_direct(fd, self._size, self._tail, views)
+                else:
+                    writev_all(fd, views)
             except OSError:
                 self._undo(fd)
                 raise
@@ -217,8 +200,8 @@ class DiskPartitionFile:
             try:
                 directory = store._make_dirs(disk, self.key)
                 target = directory / (self.key.name + DATA_SUFFIX)
-                _copy_prefix(self.data_path, target, self._size)
-            except _SourceError as exc:
+                copy_prefix(self.data_path, target, self._size)
+            except SourceError as exc:
                 log.error("cannot move %s: reading it failed: %s", self.data_path, exc)
                 if target is not None:
                     target.unlink(missing_ok=True)
@@ -236,7 +219,7 @@ class DiskPartitionFile:
             log.warning("moved %s (%d bytes) to %s after a failed write", self.data_path, self._size, target)
             self.disk, self.data_path = disk, target
             self.index_path = directory / (self.key.name + INDEX_SUFFIX)
-            self._handle = Handle(target, WRITE_FLAGS)
+            self._handle = Handle(target, store._write_flags)
             return True
 
     def _undo(self, fd: int) -> None:
@@ -276,6 +259,8 @@ class DiskPartitionFile:
         # Opening creates the file if nothing was ever written.
         durable = self._store.fsync
         with fds.use(self._handle) as fd:
+            if self._store.direct:
+                os.ftruncate(fd, self._size)  # its last block was written padded
             if durable:
                 os.fsync(fd)
         fds.discard(self._handle)
@@ -324,6 +309,8 @@ class DiskPartitionStore:
         dirs: one directory per disk (created if missing); disk ``i`` is ``dirs[i]``.
         max_open_files: the bound on descriptors kept open for writers and readers.
         reserve: free bytes each dir keeps (None: ``default_reserve`` of its filesystem).
+        direct: write and read ``.data`` files with ``O_DIRECT`` (``storage/_direct.py``),
+            if every dir takes it; ``direct`` tells whether it is on.
 
     State:
         _dirs: absolute paths of the dirs.
@@ -350,6 +337,7 @@ class DiskPartitionStore:
         max_open_files: int = 512,
         fsync: bool = True,
         reserve: int | None = None,
+        direct: bool = False,
     ) -> None:
         if reserve is not None and reserve < 0:
             raise ValueError(f"reserve must not be negative, not {reserve}")
@@ -367,6 +355,11 @@ class DiskPartitionStore:
                 raise _os_error("create the storage directory", p, exc) from exc
         self._dirs = tuple(paths)
         self.fsync = fsync
+        # O_DIRECT only where every dir takes it (storage/_direct.py)
+        self.direct = direct and all(supports_direct(p) for p in paths)
+        # a direct writer seeks to its last partial block (no O_APPEND)
+        self._write_flags = (WRITE_FLAGS & ~os.O_APPEND) | os.O_DIRECT if self.direct else WRITE_FLAGS
+        self._read_flags = READ_FLAGS | os.O_DIRECT if self.direct else READ_FLAGS
         self._health = DirHealth(self._dirs, reserve)
         self._fds = FdCache(max_open_files)
         self._open: dict[LocationKey, DiskPartitionFile] = {}
@@ -450,12 +443,14 @@ class DiskPartitionStore:
             handle = self._readers.get(key)
             if handle is None:
                 path = self.location_dir(disk, key) / (key.name + DATA_SUFFIX)
-                handle = self._readers[key] = Handle(path, READ_FLAGS)
+                handle = self._readers[key] = Handle(path, self._read_flags)
         check_range(key, offset, length, done.index.size)
         if not length:
             return b""
         try:
             with self._fds.use(handle) as fd:
+                if self.direct:
+                    return read_direct(fd, offset, length)
                 data = os.pread(fd, length, offset)
                 if len(data) < length:  # rare: a huge read, or the file shrank underneath us
                     parts = [data]

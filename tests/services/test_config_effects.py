@@ -224,6 +224,7 @@ def test_every_worker_setting_takes_effect(tmp_path: Path, seaweed: Any) -> None
         memory_tier_fraction=0.05,
         disk_reserve=12345,
         object_store=bucket,
+        direct_io=False,
     )
     client_config = ClientConfig(push_buffer_size=512, push_merge_size=2048, max_in_flight_per_worker=2)
     with (
@@ -277,6 +278,11 @@ def test_every_worker_setting_takes_effect(tmp_path: Path, seaweed: Any) -> None
             # a frame under the limit is read (and refused); libzmq drops one over it unread
             "max_message_bytes": lambda _: isinstance(small, BadRequest) and isinstance(big, RequestTimeout),
             # with object_store, the disks are under the overflow (dataplane/overflow.py)
+            "direct_io": lambda value: (
+                isinstance(worker.store, OverflowStore)
+                and isinstance(worker.store.inner, DiskPartitionStore)
+                and worker.store.inner.direct is value
+            ),
             "commit_fsync": lambda value: (
                 isinstance(worker.store, OverflowStore)
                 and isinstance(worker.store.inner, DiskPartitionStore)
