@@ -39,15 +39,16 @@ from croupier.core.codec import from_json, to_json
 from croupier.core.commands import Command, ReportCommit
 from croupier.core.commit_verdict import Copy, judge
 from croupier.core.dataplane import CommitFiles, CommitFilesReply, Destroy, DestroyReply
+from croupier.core.enums import CopyRole, WorkerStatus
 from croupier.core.errors import BadRequest, CroupierError
-from croupier.core.state import Winner
+from croupier.core.state import MasterState, Winner
 from croupier.transports.async_rpc import AsyncRpcClient
 from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
 from croupier.transports.log_context import key_fields, object_fields
 from croupier.transports.rpc import Reply
 
-__all__ = ["CommitCoordinator", "CommitPlan", "Copy"]
+__all__ = ["CommitCoordinator", "CommitPlan", "Copy", "commit_plan", "control_urls"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,48 @@ class CommitPlan:
     winners: dict[int, Winner] = field(default_factory=dict)  # map -> (attempt, touched, bitmap)
     key_tag: str | None = None  # the app's registration (PROTOCOL §2.1), for COMMIT_FILES
     suspects: dict[str, str] = field(default_factory=dict)  # lost worker -> its last control URL
+
+
+def control_urls(state: MasterState) -> dict[str, str]:
+    """worker -> control URL, of the workers that are not lost."""
+    return {
+        w.worker_id: f"tcp://{w.host}:{w.control_port}"
+        for w in state.workers.values()
+        if w.status != WorkerStatus.LOST
+    }
+
+
+def commit_plan(state: MasterState, app_id: str, shuffle_id: int) -> CommitPlan | None:
+    """The plan of a shuffle whose maps have all ended (None: no such shuffle)."""
+    info = state.shuffle(app_id, shuffle_id)
+    if info is None:
+        return None
+    copies = []
+    # the incarnations each copy was placed on; every epoch-0 location shares one tuple
+    by_id: dict[int, dict[str, str]] = {}
+    for p in range(info.num_partitions):
+        for loc in info.locations(p):
+            placed = by_id.get(id(loc.incarnations))
+            if placed is None:
+                placed = by_id[id(loc.incarnations)] = dict(loc.incarnations)
+            # a location committed before a rerun is judged by its files, not its worker's memory
+            seen = {} if info.was_committed(p, loc.epoch) else placed
+            copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, seen.get(loc.primary)))
+            if loc.replica is not None:
+                copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
+    urls = control_urls(state)
+    workers = {w: urls[w] for w in info.workers() if w in urls}
+    # workers declared lost are asked too before their copies' data is named lost
+    suspects = {
+        w: f"tcp://{worker.host}:{worker.control_port}"
+        for w in info.workers()
+        if w not in urls and (worker := state.workers.get(w)) is not None
+    }
+    app = state.apps.get(app_id)
+    tag = app.key_tag if app is not None and app.key_tag else None
+    return CommitPlan(
+        app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
+    )
 
 
 class CommitCoordinator:
@@ -284,4 +327,5 @@ class CommitCoordinator:
             verdict.total_bytes,
             verdict.total_batches,
             verdict.lost_maps,
+            verdict.empty,
         )

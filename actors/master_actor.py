@@ -46,7 +46,7 @@ from typing import Any
 import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
-from croupier.actors.commit_coordinator import CommitCoordinator, CommitPlan
+from croupier.actors.commit_coordinator import CommitCoordinator, commit_plan, control_urls
 from croupier.actors.reservations import ReservationSender, Send, reserves, shuffle_reserves
 from croupier.core.codec import to_json
 from croupier.core.commands import (
@@ -66,10 +66,9 @@ from croupier.core.commands import (
     WorkerHeartbeat,
     full_workers,
 )
-from croupier.core.commit_verdict import Copy
 from croupier.core.config import MasterConfig
 from croupier.core.decide import decide
-from croupier.core.enums import CopyRole, WorkerStatus
+from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable
 from croupier.core.events import (
     AppExpired,
@@ -558,8 +557,7 @@ class MasterActor(pykka.ThreadingActor):
                 self._worker_http.pop(wid, None)  # its next heartbeat says it again
                 if self._coordinator is not None:
                     if isinstance(event, WorkerRegistered):  # perhaps on other ports
-                        url = f"tcp://{event.host}:{event.control_port}"
-                        self._coordinator.set_lost(wid, False, url)
+                        self._coordinator.set_lost(wid, False, f"tcp://{event.host}:{event.control_port}")
                     else:
                         self._coordinator.set_lost(wid, True)
             case AppRegistered(app_id=app_id, key_tag=tag):
@@ -586,49 +584,15 @@ class MasterActor(pykka.ThreadingActor):
             case _:
                 pass
 
-    def _control_urls(self) -> dict[str, str]:
-        return {
-            w.worker_id: f"tcp://{w.host}:{w.control_port}"
-            for w in self.state.workers.values()
-            if w.status != WorkerStatus.LOST
-        }
-
     def _start_commit(self, app_id: str, shuffle_id: int) -> None:
         """Every map has ended: commit the shuffle's files on its workers (off this thread)."""
-        info = self.state.shuffle(app_id, shuffle_id)
-        if self._coordinator is None or info is None:
-            return
-        copies = []
-        # the incarnations each copy was placed on; every epoch-0 location shares one tuple
-        by_id: dict[int, dict[str, str]] = {}
-        for p in range(info.num_partitions):
-            for loc in info.locations(p):
-                placed = by_id.get(id(loc.incarnations))
-                if placed is None:
-                    placed = by_id[id(loc.incarnations)] = dict(loc.incarnations)
-                # a location committed before a rerun is judged by its files, not its worker's memory
-                seen = {} if info.was_committed(p, loc.epoch) else placed
-                copies.append(Copy(p, loc.epoch, loc.primary, CopyRole.PRIMARY, seen.get(loc.primary)))
-                if loc.replica is not None:
-                    copies.append(Copy(p, loc.epoch, loc.replica, CopyRole.REPLICA, seen.get(loc.replica)))
-        urls = self._control_urls()
-        workers = {w: urls[w] for w in info.workers() if w in urls}
-        # workers declared lost are asked too before their copies' data is named lost
-        suspects = {
-            w: f"tcp://{worker.host}:{worker.control_port}"
-            for w in info.workers()
-            if w not in urls and (worker := self.state.workers.get(w)) is not None
-        }
-        app = self.state.apps.get(app_id)
-        tag = app.key_tag if app is not None and app.key_tag else None
-        plan = CommitPlan(
-            app_id, shuffle_id, info.num_partitions, tuple(copies), workers, dict(info.winners), tag, suspects
-        )
-        self._coordinator.commit(plan)
+        plan = commit_plan(self.state, app_id, shuffle_id)
+        if self._coordinator is not None and plan is not None:
+            self._coordinator.commit(plan)
 
     def _destroy(self, app_id: str, shuffle_id: int | None) -> None:
         if self._coordinator is not None:
-            self._coordinator.destroy(app_id, shuffle_id, self._control_urls())
+            self._coordinator.destroy(app_id, shuffle_id, control_urls(self.state))
 
     def _sweep(self, now: float) -> None:
         if now < self._grace_until:

@@ -358,7 +358,9 @@ class ReportCommit(Command):
     """Commit results gathered from the workers: failed copies, missing seals and totals.
 
     ``lost_maps`` holds ``(partition, lo, hi)``: winning maps ``lo..hi-1`` declared the
-    partition but no surviving copy holds their seal there.
+    partition but no surviving copy holds their seal there. ``empty_copies``: copies of
+    declared partitions that did not fail and hold nothing (their worker answered and
+    reported no file for them).
     """
 
     TYPE = MsgType.REPORT_COMMIT
@@ -368,10 +370,11 @@ class ReportCommit(Command):
     total_bytes: int = 0
     total_batches: int = 0
     lost_maps: tuple[tuple[int, int, int], ...] = ()
+    empty_copies: tuple[tuple[int, int, str], ...] = ()  # (partition, epoch, worker)
 
     def validate(self) -> None:
         _shuffle(self)
-        for p, e, w in self.failed_copies:
+        for p, e, w in (*self.failed_copies, *self.empty_copies):
             int_id("partition", p)
             int_id("epoch", e)
             worker_id(w)

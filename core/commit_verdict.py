@@ -12,7 +12,12 @@ declared partitions). A copy **fails** when:
 
 A winning map that declared partition ``p`` must then have its seal in a surviving copy
 of some epoch of ``p``; the pairs that do not are ``lost_maps``, as
-``(partition, lo, hi)`` ranges of map ids. Pure: no state, no threads.
+``(partition, lo, hi)`` ranges of map ids. A copy of a declared partition that did not
+fail and that its worker did not report holds nothing (nothing was pushed to it: a worker
+opens a location at its first batch; an epoch placed after the last push to it): it is
+**empty**, and has no file to read or offload. (Copies of partitions no winning map
+declared are empty too, and known to be from the declarations: they are not listed.) Pure:
+no state, no threads.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from dataclasses import dataclass
 from croupier.core.bitmap import bitmap_size, partitions_of, ranges
 from croupier.core.dataplane import CommitFilesReply, LocationReport
 from croupier.core.enums import CopyRole
-from croupier.core.state import Winner
+from croupier.core.errors import BadRequest
+from croupier.core.state import ShuffleInfo, Winner
 
-__all__ = ["Copy", "Verdict", "judge"]
+__all__ = ["Copy", "Verdict", "empty_copies", "judge", "lost_epochs"]
 
 Where = tuple[int, int]  # (partition, epoch)
 
@@ -44,12 +50,13 @@ class Copy:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What ``ReportCommit`` carries: failed ``(partition, epoch, worker)`` copies, missing
-    ``(partition, lo, hi)`` maps, and the committed primaries' totals."""
+    ``(partition, lo, hi)`` maps, the committed primaries' totals, and the empty copies."""
 
     failed: tuple[tuple[int, int, str], ...]
     lost_maps: tuple[tuple[int, int, int], ...]
     total_bytes: int
     total_batches: int
+    empty: tuple[tuple[int, int, str], ...] = ()
 
 
 def judge(
@@ -75,6 +82,7 @@ def judge(
                 total_bytes += loc.bytes or 0
                 total_batches += loc.batches or 0
     failed: set[tuple[int, int, str]] = set()
+    unreported: set[tuple[int, int, str]] = set()
     sealed: dict[Where, list[tuple[str, frozenset[int]]]] = {}
     for copy in copies:
         reply = replies.get(copy.worker)
@@ -85,9 +93,20 @@ def judge(
             sealed.setdefault(where, [])
         else:
             sealed.setdefault(where, []).append((copy.worker, _winning_seals(report, winners)))
+            if report is None:
+                unreported.add((copy.partition, copy.epoch, copy.worker))
     covered = _siblings(sealed, failed)
+    declared = 0
+    for _, _, bitmap in winners.values() if unreported else ():
+        if bitmap is not None:
+            declared |= int.from_bytes(bitmap, "little")
+    empty = {c for c in unreported - failed if declared >> c[0] & 1}
     return Verdict(
-        tuple(sorted(failed)), _missing(winners, covered, num_partitions), total_bytes, total_batches
+        tuple(sorted(failed)),
+        _missing(winners, covered, num_partitions),
+        total_bytes,
+        total_batches,
+        tuple(sorted(empty)),
     )
 
 
@@ -141,3 +160,45 @@ def _missing(
             for p in partitions_of(gone.to_bytes(size, "little")):
                 by_partition.setdefault(p, []).append(m)
     return tuple((p, lo, hi) for p in sorted(by_partition) for lo, hi in ranges(by_partition[p]))
+
+
+def empty_copies(
+    info: ShuffleInfo, empty: tuple[tuple[int, int, str], ...], failed: tuple[tuple[int, int, str], ...]
+) -> tuple[tuple[int, int, str], ...]:
+    """The reported empty copies, checked against the placement.
+
+    Raises:
+        BadRequest: one names a copy the shuffle does not have, or one that failed too.
+    """
+    both = set(empty) & set(failed)
+    if both:
+        raise BadRequest(f"copy {min(both)} is reported both empty and failed")
+    for p, e, w in empty:
+        if not 0 <= p < info.num_partitions:
+            raise BadRequest(f"partition {p} is out of range")
+        if not any(loc.epoch == e and w in (loc.primary, loc.replica) for loc in info.locations(p)):
+            raise BadRequest(f"partition {p} epoch {e} has no copy on {w}")
+    return tuple(sorted(set(empty)))
+
+
+def lost_epochs(info: ShuffleInfo, failed_copies: tuple[tuple[int, int, str], ...]) -> set[int]:
+    """The partitions with an epoch whose every copy failed.
+
+    Raises:
+        BadRequest: a failed copy names a partition or epoch the shuffle lacks.
+    """
+    failed: dict[tuple[int, int], set[str]] = {}
+    for p, e, w in failed_copies:
+        if not 0 <= p < info.num_partitions:
+            raise BadRequest(f"partition {p} is out of range")
+        failed.setdefault((p, e), set()).add(w)
+    lost: set[int] = set()
+    for (p, e), workers in failed.items():
+        locs = [loc for loc in info.locations(p) if loc.epoch == e]
+        if not locs:
+            raise BadRequest(f"partition {p} has no epoch {e}")
+        loc = locs[0]
+        copies = {loc.primary} | ({loc.replica} if loc.replica else set())
+        if copies <= workers:
+            lost.add(p)
+    return lost

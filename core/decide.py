@@ -47,6 +47,7 @@ from croupier.core.commands import (
     UnregisterShuffle,
     WorkerHeartbeat,
 )
+from croupier.core.commit_verdict import empty_copies, lost_epochs
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import (
     BadRequest,
@@ -526,7 +527,7 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
     # copies all failed may have held nothing a winner needs (its pushes were refused and
     # went to the next epoch), and readers prove the batches themselves. Without them
     # (winners from before declarations were logged) an epoch with no copy left is a loss.
-    lost = {p for p in _lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) is None}
+    lost = {p for p in lost_epochs(info, cmd.failed_copies) if info.declared_maps(p) is None}
     for p, _, hi in cmd.lost_maps:
         if not 0 <= p < info.num_partitions or hi > info.num_mappers:
             raise BadRequest(f"lost_maps names partition {p} or map {hi - 1}, out of range")
@@ -540,34 +541,12 @@ def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: rando
         cmd.total_batches,
         now,
         tuple(sorted(set(cmd.lost_maps))),
+        empty_copies(info, cmd.empty_copies, cmd.failed_copies),
     )
     reply = replace(
         shuffle_reply(info), committed=True, lost_partitions=tuple(sorted(lost)), total_bytes=cmd.total_bytes
     )
     return reply, [event]
-
-
-def _lost_epochs(info: ShuffleInfo, failed_copies: tuple[tuple[int, int, str], ...]) -> set[int]:
-    """The partitions with an epoch whose every copy failed.
-
-    Raises:
-        BadRequest: a failed copy names a partition or epoch the shuffle lacks.
-    """
-    failed: dict[tuple[int, int], set[str]] = {}
-    for p, e, w in failed_copies:
-        if not 0 <= p < info.num_partitions:
-            raise BadRequest(f"partition {p} is out of range")
-        failed.setdefault((p, e), set()).add(w)
-    lost: set[int] = set()
-    for (p, e), workers in failed.items():
-        locs = [loc for loc in info.locations(p) if loc.epoch == e]
-        if not locs:
-            raise BadRequest(f"partition {p} has no epoch {e}")
-        loc = locs[0]
-        copies = {loc.primary} | ({loc.replica} if loc.replica else set())
-        if copies <= workers:
-            lost.add(p)
-    return lost
 
 
 def _get_locations(state: MasterState, cmd: GetLocations, now: float, rng: random.Random) -> Decision:

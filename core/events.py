@@ -196,11 +196,13 @@ class ShuffleCommitted(Event):
     ``lost_partitions`` cannot be read whole: every copy of some epoch failed, or a
     declared seal is in no surviving copy. Version 2 adds ``lost_maps``:
     ``(partition, lo, hi)`` says winning maps ``lo..hi-1`` declared the partition and
-    their data there is gone.
+    their data there is gone. Version 3 adds ``empty_copies``: ``(partition, epoch, worker)``
+    copies that did not fail and hold nothing (no batch was pushed to them), so nothing of
+    them is offloaded.
     """
 
     KIND = "ShuffleCommitted"
-    VERSION = 2
+    VERSION = 3
     app_id: str
     shuffle_id: int
     lost_copies: tuple[tuple[int, int, str], ...]  # (partition, epoch, worker)
@@ -209,6 +211,7 @@ class ShuffleCommitted(Event):
     total_batches: int
     at: float
     lost_maps: tuple[tuple[int, int, int], ...] = ()
+    empty_copies: tuple[tuple[int, int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

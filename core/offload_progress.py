@@ -1,12 +1,12 @@
 """Offload progress and lag (issue 26), from the master's folded state: pure.
 
 For each committed shuffle the master knows how many copies its commit kept (every copy of
-every epoch but the ``lost_copies``, and but those of partitions no winning map declared:
-nothing was written there, so no copy is committed or offloaded, as ``wait_offloaded``
-counts; an empty revived epoch of a declared partition is still counted, the same gap as
-``wait_offloaded``'s), how many are in the object store (``CopiesOffloaded``:
-``ShuffleInfo.offloaded``, each with its size), when it committed (``CommitInfo.at``) and its
-primaries' bytes (``total_bytes``). From these:
+every epoch but the ``lost_copies``, the ``empty_copies`` (copies of declared partitions that
+hold nothing: an epoch placed after the last push to it; listed since ``ShuffleCommitted``
+v3) and those of partitions no winning map declared: nothing was written there, so no copy
+is committed or offloaded, as ``wait_offloaded`` counts), how many are in the object store
+(``CopiesOffloaded``: ``ShuffleInfo.offloaded``, each with its size), when it committed
+(``CommitInfo.at``) and its primaries' bytes (``total_bytes``). From these:
 
 - ``committed_copies`` / ``offloaded_copies``: over every committed shuffle;
 - ``pending_copies``: committed copies with no object yet;
@@ -43,7 +43,7 @@ def _committed_copies(info: ShuffleInfo) -> tuple[int, int]:
         locations += len(revived)
         copies += sum(1 if loc.replica is None else 2 for loc in revived)
     assert info.commit is not None
-    return max(0, copies - len(info.commit.lost_copies)), locations
+    return max(0, copies - len(info.commit.lost_copies) - len(info.commit.empty_copies)), locations
 
 
 def _empty_copies(info: ShuffleInfo) -> int:

@@ -149,6 +149,8 @@ class CommitInfo:
     total_batches: int
     at: float
     lost_maps: tuple[tuple[int, int, int], ...] = ()  # (partition, lo, hi): missing winning maps
+    # (partition, epoch, worker): copies that hold nothing (ShuffleCommitted v3; none before)
+    empty_copies: tuple[tuple[int, int, str], ...] = ()
 
 
 _SHARED_BITMAPS = 1024  # distinct bitmaps a shuffle shares between its winners
@@ -566,6 +568,9 @@ def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
     for p, lo, hi in event.lost_maps:
         if not (0 <= p < info.num_partitions and 0 <= lo < hi <= info.num_mappers):
             raise InvalidEvent(f"lost_maps names partition {p} maps {lo}..{hi - 1}, out of range")
+    for p, _, _ in event.empty_copies:
+        if not 0 <= p < info.num_partitions:
+            raise InvalidEvent(f"empty_copies names partition {p}, out of range")
     info.commit = CommitInfo(
         event.lost_copies,
         event.lost_partitions,
@@ -573,6 +578,7 @@ def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
         event.total_batches,
         event.at,
         event.lost_maps,
+        event.empty_copies,
     )
 
 

@@ -38,15 +38,18 @@ __all__ = ["ALIGN", "STAGE", "read_direct", "supports_direct", "write_direct"]
 ALIGN = 4096
 STAGE = 4 * 1024 * 1024  # bytes a thread stages per write call; reads use up to READ_STAGE
 READ_STAGE = 8 * 1024 * 1024 + 2 * ALIGN
+_GROW = 256 * 1024
 
 _local = threading.local()
 
 
 def _buffer(name: str, size: int) -> mmap.mmap:
-    """This thread's page-aligned buffer ``name`` of ``size`` bytes, faulted in once."""
+    """This thread's page-aligned buffer ``name`` of at least ``size`` bytes, faulted in once:
+    grown (in steps of ``_GROW``) only when a call needs more than it has."""
     buf: mmap.mmap | None = getattr(_local, name, None)
-    if buf is None:
-        buf = mmap.mmap(-1, size)
+    if buf is None or len(buf) < size:
+        size = -(-size // _GROW) * _GROW
+        buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)  # private: no shmem behind it
         for page in range(0, size, mmap.PAGESIZE):
             buf[page] = 0
         setattr(_local, name, buf)
@@ -63,7 +66,7 @@ def supports_direct(directory: Path) -> bool:
     except OSError:
         return False
     try:
-        os.write(fd, memoryview(_buffer("stage", STAGE))[:ALIGN])
+        os.write(fd, memoryview(_buffer("stage", ALIGN))[:ALIGN])
         return True
     except OSError:
         return False
@@ -85,23 +88,24 @@ def write_direct(fd: int, size: int, tail: bytes, pieces: Sequence[bytes | memor
         OSError: a write failed; any of the bytes from the partial block on may have been
             written (the caller cuts the file back to ``size``).
     """
-    stage = _buffer("stage", STAGE)
-    view = memoryview(stage)
+    total = len(tail) + sum(len(piece) for piece in pieces)
+    cap = max(ALIGN, min(STAGE, -(-total // ALIGN) * ALIGN))
+    view = memoryview(_buffer("stage", cap))
     os.lseek(fd, size - len(tail), os.SEEK_SET)
     fill = len(tail)
-    stage[:fill] = tail
+    view[:fill] = tail
     for piece in pieces:
         src = memoryview(piece)
         if src.format != "B":  # a flat buffer of another one-byte format (``byte_views``)
             src = src.cast("B")
         pos, n_src = 0, len(src)
         while pos < n_src:
-            n = min(STAGE - fill, n_src - pos)
+            n = min(cap - fill, n_src - pos)
             view[fill : fill + n] = src[pos : pos + n]
             fill += n
             pos += n
-            if fill == STAGE:
-                writev_all(fd, [view[:STAGE]])
+            if fill == cap:
+                writev_all(fd, [view[:cap]])
                 fill = 0
     keep = fill % ALIGN
     if fill:
@@ -117,13 +121,12 @@ def read_direct(fd: int, offset: int, length: int) -> bytes:
     Raises:
         OSError: a read failed, or (``EIO``) the file ends before ``offset + length``.
     """
-    stage = _buffer("read", READ_STAGE)
-    view = memoryview(stage)
-    parts: list[bytes] = []
     at, end = offset, offset + length
+    view = memoryview(_buffer("read", min(READ_STAGE, -(-(end - at) // ALIGN) * ALIGN + ALIGN)))
+    parts: list[bytes] = []
     while at < end:
         start = at - at % ALIGN
-        want = min(READ_STAGE, -(-(end - start) // ALIGN) * ALIGN)
+        want = min(len(view), -(-(end - start) // ALIGN) * ALIGN)
         got = 0
         while got < want:
             n = os.preadv(fd, [view[got:want]], start + got)

@@ -99,3 +99,19 @@ def test_a_failed_report_fails_the_copy() -> None:
     bad = reply("i1", LocationReport.failed(0, 0, P, "disk full"), report(1, P, (0, 0), (1, 2)))
     verdict = judge(copies(), {"a": bad, "b": full(R)}, WINNERS, N)
     assert verdict.failed == ((0, 0, "a"),)
+
+
+def test_unreported_copies_of_declared_partitions_are_empty_and_nothing_else_is() -> None:
+    """A copy its worker did not report holds nothing (an epoch placed after the last push):
+    listed as empty when its partition was declared; a failed copy or one of a partition no
+    winner declared is not."""
+    cs = copies(epochs=2)  # epoch 1 of both partitions: nothing pushed there
+    only0 = {0: (0, 1, from_partitions([0], N))}  # the one winner declared partition 0 only
+    a = reply("i1", report(0, P, (0, 0)))
+    verdict = judge(cs, {"a": a, "b": reply("i1", report(0, R, (0, 0)))}, only0, N)
+    assert verdict.failed == () and verdict.lost_maps == ()
+    assert verdict.empty == ((0, 1, "a"), (0, 1, "b"))  # partition 1: declared by none, not listed
+    # b restarted: its copies failed, and are not empty
+    verdict = judge(cs, {"a": a, "b": reply("i2")}, only0, N)
+    assert verdict.empty == ((0, 1, "a"),)
+    assert verdict.failed == ((0, 0, "b"), (0, 1, "b"), (1, 0, "b"), (1, 1, "b"))

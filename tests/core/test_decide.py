@@ -213,6 +213,26 @@ def test_an_epoch_whose_copies_all_failed_is_no_loss_when_every_declared_seal_su
     assert loc["lost"] is False and sorted(w for _, w in loc["failed_copies"]) == sorted([p0, r0])
 
 
+def test_empty_copies_are_logged_with_the_commit_and_checked_against_the_placement(master: Master) -> None:
+    master(c.RegisterShuffle("app1", 1, 2))
+    info = master.state.shuffle("app1", 0)
+    assert info is not None
+    p0, r0 = info.current(0).primary, info.current(0).replica
+    assert r0 is not None
+    master(c.RevivePartition("app1", 0, 0, 0))  # epoch 1 of partition 0: nothing pushed there
+    e1 = info.current(0)
+    master(c.MapperEnd("app1", 0, 0, 0, 2, bits(2, 0, 1)))
+    empty = tuple(sorted([(0, 1, e1.primary), (0, 1, str(e1.replica))]))
+    for bad in (((0, 2, p0),), ((0, 1, "w-none"),), ((7, 0, p0),)):  # no such epoch, copy, partition
+        with pytest.raises(BadRequest):
+            master(c.ReportCommit("app1", 0, empty_copies=bad))
+    with pytest.raises(BadRequest, match="both empty and failed"):
+        master(c.ReportCommit("app1", 0, failed_copies=empty[:1], empty_copies=empty[:1]))
+    master(c.ReportCommit("app1", 0, empty_copies=empty))
+    committed = next(e for e in master.log if isinstance(e, ShuffleCommitted))
+    assert committed.empty_copies == empty and info.commit is not None and info.commit.empty_copies == empty
+
+
 def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_once(master: Master) -> None:
     master(c.RegisterShuffle("app1", 2, 5))
     master(c.MapperEnd("app1", 0, 0, 1, 5, bits(5, 0, 1, 2, 3, 4)))

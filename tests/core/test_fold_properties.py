@@ -120,6 +120,7 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
         "pairs": st.lists(st.tuples(workers, st.none() | workers), max_size=3).map(tuple),
         "incarnations": incarnations,
         "lost_copies": st.lists(st.tuples(small, st.integers(0, 2), workers), max_size=3).map(tuple),
+        "empty_copies": st.lists(st.tuples(small, st.integers(0, 2), workers), max_size=3).map(tuple),
         "lost_partitions": st.lists(small, max_size=3).map(tuple),
         "maps": st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 4)), max_size=2).map(tuple),
         "refused": st.just(()) | st.lists(st.tuples(small, st.integers(0, 2)), max_size=2).map(tuple),

@@ -56,3 +56,20 @@ def test_nothing_committed_nothing_pending() -> None:
     row = offload_row(MasterState(), now=5.0)
     assert row.committed_copies == row.pending_copies == row.pending_bytes == 0
     assert row.oldest_pending_seconds == 0.0 and row.shuffles == ()
+
+
+def test_an_empty_epoch_listed_at_commit_is_not_pending() -> None:
+    """A revived epoch of a declared partition that nothing was pushed to holds no copy: the
+    commit lists its copies as empty (ShuffleCommitted v3), and they are never pending (they
+    stayed pending for ever)."""
+    state = MasterState()
+    info = _shuffle(0, 2, at=10.0, total=500)  # partition 0 on (w1, w2), 1 on (w3, -): 3 copies
+    for m in range(2):
+        info.add_winner(m, 0, 2, bytes([0b11]))
+    info.revivals = {0: [Location(1, "w3", "w1")]}  # a split after the last push: 5 copies
+    info.commit = CommitInfo((), (), 500, 10, 10.0, (), ((0, 1, "w1"), (0, 1, "w3")))
+    info.offloaded = ((0, 0, "primary", 200, "d"), (0, 0, "replica", 200, "d"), (1, 0, "primary", 300, "d"))
+    state.shuffles[("app", 0)] = info
+    row = offload_row(state, now=20.0)
+    assert (row.committed_copies, row.offloaded_copies, row.pending_copies) == (3, 3, 0)
+    assert row.shuffles == ()

@@ -4,8 +4,10 @@ no map wrote to, or an epoch nothing was pushed to, has no copy anywhere, and is
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import croupier
 from croupier.core.commands import RevivePartition
@@ -45,3 +47,18 @@ def test_an_epoch_nobody_pushed_to_is_not_waited_for(tmp_path: Path) -> None:
             w.write(1, b"c")
         sh.wait_offloaded(20)
         assert list(sh.reader(0)) == [b"a"] and sorted(sh.reader(1)) == [b"b", b"c"]
+        # nor is it pending in the master's view (it was, for ever): the commit listed its
+        # copies as empty
+        offload = _settled(cl)
+        assert offload["pending_copies"] == 0 and offload["committed_copies"] == offload["offloaded_copies"]
+
+
+def _settled(cl: LocalCluster) -> dict[str, Any]:
+    """The master's offload view once the workers' reports stop changing it."""
+    offload: dict[str, Any] = cl.status()["offload"]
+    for _ in range(100):
+        if offload["pending_copies"] == 0:
+            break
+        time.sleep(0.1)
+        offload = cl.status()["offload"]
+    return offload
