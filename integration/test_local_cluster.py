@@ -44,5 +44,5 @@ def test_a_child_interrupted_before_it_is_up_is_killed_not_left_behind(tmp_path:
     marker = str(tmp_path / "interrupted-worker")
     signal.setitimer(signal.ITIMER_REAL, 0.05)
     with pytest.raises(_Interrupted):
-        _Child(["worker", "--master", "tcp://127.0.0.1:1", "--dirs", marker], tmp_path / "worker.log")
+        _Child(["worker", "--master", "tcp://127.0.0.1:1", "--dirs", marker], tmp_path / "worker.log", [])
     assert _running(marker) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from croupier.core.replies import StatusReply
 from croupier.core.wire import MsgType
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
-from integration.procs import Proc, member_signer, wait_until
+from integration.procs import CLI, Proc, member_signer, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -87,3 +88,36 @@ def test_croupier_local_gives_its_workers_the_worker_flags_and_environment(tmp_p
             assert _flag(cmdline, "--chunk-size") == str(2**20)
     finally:
         _stop(local, children)
+
+
+@pytest.mark.parametrize("command", [["local", "--workers", "2"], ["demo", "--size", "256MiB"]])
+def test_a_sigterm_during_start_up_stops_what_the_command_started(command: list[str], tmp_path: Path) -> None:
+    """A SIGTERM while ``croupier local`` (or ``demo``) is still starting its processes: it
+    exits and stops every child it had started (it died at once, leaving them running)."""
+    log = open(tmp_path / "local.log", "wb")  # noqa: SIM115 (closed below)
+    data = ["--data-dir", str(tmp_path / "local")] if command[0] == "local" else []
+    local = subprocess.Popen(
+        [*CLI, *command, *data],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+    )
+    seen: set[int] = set()
+    try:
+
+        def started() -> bool:  # the master and a worker or two
+            seen.update(_children(local.pid))
+            return len(seen) >= 3
+
+        wait_until(started, timeout=60, interval=0.01)
+        local.send_signal(signal.SIGTERM)  # the cluster is not up yet
+        assert local.wait(60) != 0
+        wait_until(lambda: not any(_alive(c) for c in seen), timeout=30)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.wait(10)
+        for child in seen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        log.close()

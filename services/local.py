@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -48,21 +49,35 @@ log = logging.getLogger(__name__)
 CLI = [sys.executable, "-m", "croupier.services.cli"]
 
 
-class _Child:
-    """A ``croupier`` subprocess whose first stdout line is its URL or id."""
+_HELD = {signal.SIGINT, signal.SIGTERM}
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+
+class _Child:
+    """A ``croupier`` subprocess whose first stdout line is its URL or id; put in ``started``
+    as soon as it runs, so that whoever stops ``started`` stops it, however start-up ends."""
+
+    def __init__(self, args: list[str], log_path: Path, started: list[_Child]) -> None:
         self.args = args
         self.log_path = log_path
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(
-            [*CLI, *args], stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL
-        )
+        main = threading.current_thread() is threading.main_thread()
+        # SIGINT and SIGTERM (which ``croupier local`` turns into SystemExit during start-up) wait
+        # until the child is held: raised inside Popen, they left it running, held by nobody.
+        # The child unblocks them first thing (``croupier.services.cli.main``).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD) if main else None
+        try:
+            self.popen = subprocess.Popen(
+                [*CLI, *args], stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL
+            )
+            started.append(self)
+        finally:
+            if held is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         assert self.popen.stdout is not None
         try:
             self.first_line = self.popen.stdout.readline().decode().strip()
         except BaseException:
-            # interrupted (Ctrl-C) before the child said it is up: nobody else holds it, end it here
+            # interrupted (Ctrl-C) before the child said it is up: end it here
             self.kill()
             self.popen.stdout.close()
             self._log.close()
@@ -160,6 +175,7 @@ class LocalCluster(Service):
         self.workers: list[WorkerService] = []
         self._master_proc: _Child | None = None
         self._worker_procs: list[_Child] = []
+        self._started: list[_Child] = []  # every child process started, in order
         self.master_url = ""
 
     def start(self, timeout: float = 60.0) -> Self:
@@ -181,6 +197,7 @@ class LocalCluster(Service):
                         *self._secret_flags(),
                     ],
                     self.base_dir / "master.log",
+                    self._started,
                 )
                 self.master_url = self._master_proc.first_line
                 for i in range(self.num_workers):
@@ -264,6 +281,7 @@ class LocalCluster(Service):
                     *self._secret_flags(),
                 ],
                 self.base_dir / f"master{i}.log",
+                self._started,
             )
             if i < len(self._master_procs):
                 self._master_procs[i] = child
@@ -332,7 +350,7 @@ class LocalCluster(Service):
         )
 
     def _spawn_worker(self, i: int) -> _Child:
-        return _Child(self._worker_cli(i), self.base_dir / f"worker{i}.log")
+        return _Child(self._worker_cli(i), self.base_dir / f"worker{i}.log", self._started)
 
     def _worker_cli(self, i: int) -> list[str]:
         """The ``croupier worker`` arguments of worker ``i``: every ``worker_config`` setting."""
@@ -483,6 +501,8 @@ class LocalCluster(Service):
         for member in self.ha_masters:
             member.stop()
         for child in self._master_procs:
+            child.stop()
+        for child in self._started:  # any a signal kept from the lists above (idempotent)
             child.stop()
         if self.zookeeper is not None:
             self.zookeeper.stop()

@@ -33,7 +33,9 @@ import importlib
 import logging
 import os
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -69,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from croupier.ops.config import config_path, layer_argv, load_file
 
+    if argv is None and threading.current_thread() is threading.main_thread():
+        # a process started by ``LocalCluster`` inherits SIGINT and SIGTERM blocked (held while
+        # it was spawned): take them again, or this process would never act on them
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     parser = build_parser()
     given = list(sys.argv[1:] if argv is None else argv)
     try:  # --config FILE and CROUPIER_<COMMAND>_<FLAG> under the command line's own flags

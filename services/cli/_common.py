@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,27 @@ def _secret_file(args: argparse.Namespace) -> str | None:
     from croupier.transports.secret import secret_file_from_env
 
     return secret_file_from_env(args.secret_file)
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While in it, a SIGTERM raises ``SystemExit`` (once), so that the ``with`` blocks of a
+    command that starts processes (``local``, ``demo``, ``bench``, ``verify``) stop them; the
+    default action ended the command at once and left them running. The handler before is
+    put back on the way out. Off the main thread (a test calling ``main``) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the clean-up runs undisturbed
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, unwind)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _wait_for_signal(done: threading.Event | None = None) -> None:

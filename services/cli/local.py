@@ -15,6 +15,7 @@ from croupier.services.cli._common import (
     _secret_env,
     _Subparsers,
     _wait_for_signal,
+    sigterm_unwinds,
 )
 from croupier.services.cli.worker import add_worker_settings, worker_config
 
@@ -58,15 +59,18 @@ def _run_local(args: argparse.Namespace) -> int:
     from croupier.services.local import LocalCluster
 
     _secret_env(args)
-    with LocalCluster(
-        args.workers,
-        args.data_dir,
-        processes=True,
-        ha=args.ha,
-        master_args=_quota_argv(args),
-        worker_config=_local_worker_config(args),
-        curve=args.curve,
-    ) as cluster:
+    with (
+        sigterm_unwinds(),
+        LocalCluster(
+            args.workers,
+            args.data_dir,
+            processes=True,
+            ha=args.ha,
+            master_args=_quota_argv(args),
+            worker_config=_local_worker_config(args),
+            curve=args.curve,
+        ) as cluster,
+    ):
         print(cluster.master_url, flush=True)
         if cluster.curve is not None:
             print(

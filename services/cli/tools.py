@@ -13,6 +13,7 @@ from croupier.services.cli._common import (
     _secret_env,
     _secret_file,
     _Subparsers,
+    sigterm_unwinds,
 )
 
 ORDER = 50  # its place in ``croupier --help``
@@ -49,16 +50,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("croupier demo: needs --mappers >= 1, --partitions >= 1 and --workers >= 2", file=sys.stderr)
         return 2
     _secret_env(args)
-    return main_demo(
-        parse_size(args.size),
-        args.mappers,
-        args.partitions,
-        args.workers,
-        args.json,
-        _quota_argv(args),
-        curve=args.curve,
-        secret_file=_secret_file(args),
-    )
+    with sigterm_unwinds():  # the clusters it starts are stopped
+        return main_demo(
+            parse_size(args.size),
+            args.mappers,
+            args.partitions,
+            args.workers,
+            args.json,
+            _quota_argv(args),
+            curve=args.curve,
+            secret_file=_secret_file(args),
+        )
 
 
 def _add_bench(sub: _Subparsers[argparse.ArgumentParser]) -> None:
@@ -91,22 +93,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     _secret_env(args)
 
-    return main_bench(
-        scenarios,
-        ha=args.ha,
-        runs=args.runs,
-        commands=args.commands,
-        clients=args.clients,
-        as_json=args.json,
-        size=parse_size(args.size),
-        mappers=args.mappers,
-        workers=args.workers,
-        partitions=args.partitions,
-        push_buffer=parse_size(args.batch_size),
-        plot=args.plot,
-        curve=args.curve,
-        secret_file=_secret_file(args),
-    )
+    with sigterm_unwinds():  # the clusters it starts are stopped
+        return main_bench(
+            scenarios,
+            ha=args.ha,
+            runs=args.runs,
+            commands=args.commands,
+            clients=args.clients,
+            as_json=args.json,
+            size=parse_size(args.size),
+            mappers=args.mappers,
+            workers=args.workers,
+            partitions=args.partitions,
+            push_buffer=parse_size(args.batch_size),
+            plot=args.plot,
+            curve=args.curve,
+            secret_file=_secret_file(args),
+        )
 
 
 def _add_verify(sub: _Subparsers[argparse.ArgumentParser]) -> None:
@@ -140,13 +143,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from croupier.tools.verify import main_verify
 
     _secret_env(args)
-    return main_verify(
-        args.shuffles,
-        args.seed,
-        ha=args.ha,
-        faults=args.faults,
-        as_json=args.json,
-        curve=args.curve,
-        secret_file=_secret_file(args),
-        object_store=args.object_store,
-    )
+    with sigterm_unwinds():  # the clusters it starts are stopped
+        return main_verify(
+            args.shuffles,
+            args.seed,
+            ha=args.ha,
+            faults=args.faults,
+            as_json=args.json,
+            curve=args.curve,
+            secret_file=_secret_file(args),
+            object_store=args.object_store,
+        )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,7 +37,7 @@ from croupier.ha.roles import (
 )
 
 
-def kinds(actions: list[object]) -> list[type]:
+def kinds(actions: Sequence[object]) -> list[type]:
     return [type(a) for a in actions]
 
 
@@ -61,7 +63,7 @@ def test_winning_takes_over_and_leads_only_once_the_take_over_finished() -> None
     assert machine.handle(Won()) == [TakeOver()]
     assert machine.phase is Phase.TAKING_OVER and machine.role is MasterRole.FOLLOWER
     machine.handle(TookOver(7))
-    assert machine.role is MasterRole.LEADER and machine.term == 7
+    assert (machine.role, machine.term) == (MasterRole.LEADER, 7)
 
 
 def test_losing_reads_who_leads_and_stays_a_follower() -> None:
