@@ -70,6 +70,7 @@ __all__ = [
     "Winner",
     "WorkerInfo",
     "apply",
+    "encode_snapshot",
 ]
 
 # short names for the statuses ``apply`` sets
@@ -384,7 +385,7 @@ class MasterState:
 
     def snapshot_bytes(self) -> bytes:
         """Compressed JSON of the state, for the event log's snapshots."""
-        return zlib.compress(json.dumps(self.to_json(), separators=(",", ":")).encode(), 6)
+        return encode_snapshot(self.to_json())
 
     @classmethod
     def from_snapshot(cls, data: bytes) -> MasterState:
@@ -392,6 +393,13 @@ class MasterState:
 
     def copy(self) -> MasterState:
         return MasterState.from_json(json.loads(json.dumps(self.to_json())))
+
+
+def encode_snapshot(data: dict[str, Any]) -> bytes:
+    """``MasterState.snapshot_bytes`` of the state whose ``to_json()`` is ``data``. That dict
+    shares no mutable object with the state, so this may run on another thread while the
+    state changes (the master's actor hands it to the group committer's thread)."""
+    return zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)
 
 
 def _shuffle_json(s: ShuffleInfo) -> dict[str, Any]:

@@ -57,7 +57,7 @@ class _Item:
     generation: int
     records: Sequence[bytes]
     done: Done | None
-    snapshot: tuple[int, bytes] | None = None
+    snapshot: tuple[int, bytes | Callable[[], bytes]] | None = None
 
 
 _STOP = object()
@@ -121,8 +121,10 @@ class GroupCommitter:
         """Queue one command's records; ``done(None)`` runs once they are durable."""
         self._put(_Item(self._generation, records, done))
 
-    def submit_snapshot(self, seq: int, data: bytes) -> None:
-        """Write a snapshot once every record queued before it is durable."""
+    def submit_snapshot(self, seq: int, data: bytes | Callable[[], bytes]) -> None:
+        """Write a snapshot once every record queued before it is durable; ``data`` may be a
+        function that makes the bytes, called then on the committer's thread (it must not
+        read state that the owner changes meanwhile)."""
         self._put(_Item(self._generation, (), None, (seq, data)))
 
     @contextlib.contextmanager
@@ -207,7 +209,8 @@ class GroupCommitter:
                 self.records += len(records)
             for item in live:
                 if item.snapshot is not None:
-                    self._log.write_snapshot(*item.snapshot)
+                    seq, data = item.snapshot
+                    self._log.write_snapshot(seq, data() if callable(data) else data)
         except CroupierError as exc:
             error = exc
         except Exception as exc:  # OSError, kazoo errors: translate at the boundary

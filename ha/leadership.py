@@ -130,6 +130,10 @@ class Leadership:
         self._stopping = threading.Event()
         self._control: threading.Thread | None = None
         self._writer: ZooKeeperEventLog | None = None
+        # whether the log watch is set: dropped by kazoo's thread while leading, set again
+        # by the control thread when following (``_watch_lock`` orders the two)
+        self._watch_lock = threading.Lock()
+        self._watching = False
         self.term = 0
         self.leader_url = ""
 
@@ -151,7 +155,7 @@ class Leadership:
                 self._zk.create(f"{self._root}/epoch", b"0")
         except self._zk_errors as exc:
             raise Unavailable(f"cannot create the ensemble's layout under {self._root}: {exc}") from exc
-        self._standby.watch(lambda: self._inbox.put(r.LogChanged()))
+        self._watch_log()
         self._zk.add_listener(self._on_zk_state)
         self._inbox.put(r.Contend())
         self._control = threading.Thread(target=self._run, name="ha-control", daemon=True)
@@ -227,8 +231,48 @@ class Leadership:
             case r.Withdraw():
                 self._election.withdraw()
             case r.Refold():
+                self._ensure_watch()
                 self._standby.refold()
         return None
+
+    # -- the log watch -----------------------------------------------------------------------
+    def _watch_log(self) -> None:
+        """Fold on every change of the log while following (kazoo lists ``log/`` at each one).
+
+        A leader wrote the changes itself: its watch drops at the first one after the take-over
+        (issue 27: one listing of every batch znode per append, on the leader's kazoo threads),
+        and the next ``Refold`` of the follower it became sets it again.
+
+        Raises:
+            Unavailable: the watch could not be set.
+        """
+        with self._watch_lock:
+            self._watching = True
+
+        def changed() -> bool | None:
+            with self._watch_lock:  # kazoo's thread
+                if self._machine.leading:
+                    self._watching = False
+                    return False
+            self._inbox.put(r.LogChanged())
+            return None
+
+        try:
+            self._standby.watch(changed)
+        except Unavailable:
+            with self._watch_lock:
+                self._watching = False
+            raise
+
+    def _ensure_watch(self) -> None:
+        """Set the watch again if a leadership dropped it (a follower's refold, control thread)."""
+        with self._watch_lock:
+            if self._watching:
+                return
+        try:
+            self._watch_log()
+        except Unavailable as exc:
+            log.info("master %s could not watch the log (next poll retries): %s", self.url, exc)
 
     # -- the election ------------------------------------------------------------------------
     def _join(self) -> r.Stimulus | None:

@@ -66,8 +66,9 @@ class HotStandby:
         with self._lock:
             self._state = load_state(self._view)
 
-    def watch(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` on kazoo's thread whenever the log changes (and once now).
+    def watch(self, callback: Callable[[], bool | None]) -> None:
+        """Call ``callback()`` on kazoo's thread whenever the log changes (and once now),
+        until it returns False.
 
         Raises:
             Unavailable: the watch could not be set.

@@ -536,11 +536,12 @@ class ZooKeeperEventLog:
             self._check_open()
             return read_snapshot(self._calls, self.snapshots_path, self.pointer_path)
 
-    def watch(self, callback: Callable[[], None]) -> None:
+    def watch(self, callback: Callable[[], bool | None]) -> None:
         """Call ``callback()`` whenever ``log/`` gains or loses batches (and once now).
 
         It runs on kazoo's thread and must not block: a follower only wakes its
-        own thread, which then calls ``read``. Stops after ``close``.
+        own thread, which then calls ``read``. Stops after ``close``, or once ``callback``
+        returns False (each change lists ``log/`` again: a leader has no use for that).
 
         Raises:
             Unavailable: the watch could not be set.
@@ -552,7 +553,8 @@ class ZooKeeperEventLog:
             if self._closed:
                 return False  # tells kazoo to drop the watch
             try:
-                callback()
+                if callback() is False:
+                    return False
             except Exception:
                 log.exception("event log %s: watch callback failed", self.root)
             return None

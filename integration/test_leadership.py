@@ -102,3 +102,31 @@ def test_a_bumped_epoch_fences_the_leader_which_steps_down(
     wait_for("a new term", lambda: any(m.role == "leader" and m.term > term + 1 for m in members))
     apps = call(leader_of(members).url, c.Status())["apps"]
     assert "stale" not in {a["app_id"] for a in apps}
+
+
+def test_the_leader_does_not_list_the_log_after_each_append_and_the_follower_does(
+    members: list[HaMasterService], zk_root: str
+) -> None:
+    # issue 27: the log watch lists every batch znode at each change; a leader wrote them
+    leader = leader_of(members)
+    follower = next(m for m in members if m is not leader)
+    listed: dict[str, int] = {leader.url: 0, follower.url: 0}
+    for member in members:
+        client = member._zk
+        assert client is not None
+        plain = client.get_children
+
+        def counted(
+            path: str, *args: object, _plain: object = plain, _url: str = member.url, **kw: object
+        ) -> object:
+            if path == f"{zk_root}/log":
+                listed[_url] += 1
+            return _plain(path, *args, **kw)  # type: ignore[operator]
+
+        client.get_children = counted
+    for i in range(20):
+        call(leader.url, c.RegisterApp(f"job{i}"))
+    seq = call(leader.url, c.Status())["master"]["seq"]
+    wait_for("the follower to fold", lambda: call(follower.url, c.Status())["master"]["seq"] == seq)
+    assert listed[leader.url] <= 1  # the change that dropped its watch (20 before)
+    assert listed[follower.url] >= 1

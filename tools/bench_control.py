@@ -8,7 +8,9 @@ any ZooKeeper are stopped before returning.
 Each measured run also reports the master's CPU per 1,000 commands (the master runs in
 this process: its user + system time over the run, divided by the commands) and the
 round trip of ``GET_LOCATIONS`` for a 10,000-partition shuffle (100 maps ended), asked
-by one more process every ``PROBE_INTERVAL`` seconds while the MAPPER_ENDs flow.
+by one more process every ``PROBE_INTERVAL`` seconds while the MAPPER_ENDs flow. The
+master runs with the GIL switch interval ``croupier master`` sets
+(``croupier.services._lifecycle.master_switch_interval``), put back afterwards.
 """
 
 from __future__ import annotations
@@ -218,18 +220,22 @@ def _summary(got: list[dict[str, Any]], runs: int, commands: int, clients: int) 
 
 def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> dict[str, Any]:
     """The file log (and with ``ha`` ZooKeeper) rates over ``runs``, printed and returned."""
+    from croupier.services._lifecycle import master_switch_interval
+
     results: dict[str, Any] = {}
     zk_runs = _ZooKeeperRuns() if ha else None
     modes: dict[str, Any] = {"file": _file_master_rate}
     if zk_runs is not None:
         modes["zookeeper"] = zk_runs
     runs_by_mode: dict[str, list[dict[str, Any]]] = {name: [] for name in modes}
+    previous = master_switch_interval()  # as ``croupier master`` runs it
     try:
         # interleave the modes, so that both see the same noise on a shared machine
         for run in range(runs):
             for name, fn in modes.items():
                 runs_by_mode[name].append(fn(commands, clients, run))
     finally:
+        master_switch_interval(previous)
         if zk_runs is not None:
             zk_runs.close()
     for name, got in runs_by_mode.items():

@@ -68,6 +68,9 @@ def _add_master(sub: _Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_master(args: argparse.Namespace) -> int:
     from croupier.core.config import parse_size
     from croupier.ops.logs import held_logs
+    from croupier.services._lifecycle import master_switch_interval
+
+    master_switch_interval()  # this process runs only the master (issue 27)
 
     config = MasterConfig(
         worker_timeout=parse_duration(args.worker_timeout),

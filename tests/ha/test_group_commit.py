@@ -103,3 +103,23 @@ def test_a_burst_is_queued_at_once_and_still_split_by_the_logs_limit() -> None:
     assert [r for _, r in log.read()] == [r for records in commands for r in records]
     assert len(log.groups) > 1 and all(batch_bytes(g) <= 200 for g in log.groups)
     log.close()
+
+
+def test_a_snapshot_given_as_a_function_is_made_on_the_committers_thread() -> None:
+    # issue 27: the master's actor hands over the state's JSON; encoding and compressing it
+    # (most of a snapshot's ~25 ms) runs on the committer's thread, after the records before it
+    log = MemoryEventLog()
+    committer = GroupCommitter(log)
+    committer.start()
+    made_on: list[str] = []
+
+    def make() -> bytes:
+        made_on.append(threading.current_thread().name)
+        return b"state at 2"
+
+    committer.submit([b"a", b"b"], None)
+    committer.submit_snapshot(2, make)
+    committer.stop()
+    assert made_on == ["group-commit"]
+    assert log.latest_snapshot() == (2, b"state at 2")
+    log.close()

@@ -144,3 +144,29 @@ def test_a_full_disk_is_not_forever(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert names == ["after", "before"]  # the refused registration is not served
     with master(tmp_path / "m") as m, MasterClient(m.url, attempts=1) as client:
         assert sorted(a["name"] for a in client.call(c.Status())["apps"]) == ["after", "before"]
+
+
+def test_croupier_master_runs_with_the_master_gil_switch_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 27: at CPython's 5 ms, forced GIL hand-overs between the master's threads cost ~30 %
+    # of its CPU under the control bench; the process `croupier master` runs sets a longer one
+    import sys
+
+    from croupier.services._lifecycle import MASTER_SWITCH_INTERVAL
+    from croupier.services.cli import build_parser
+    from croupier.services.cli import master as cli_master
+
+    seen: list[float] = []
+
+    def serve(*_args: object) -> int:
+        seen.append(sys.getswitchinterval())
+        return 0
+
+    monkeypatch.setattr(cli_master, "_serve_master", serve)
+    previous = sys.getswitchinterval()
+    try:
+        args = build_parser().parse_args(["master", "--listen", "127.0.0.1:0"])
+        assert args.func(args) == 0
+    finally:
+        sys.setswitchinterval(previous)
+    assert seen == [pytest.approx(MASTER_SWITCH_INTERVAL)]
+    assert MASTER_SWITCH_INTERVAL > 0.005
