@@ -57,7 +57,10 @@ def make_df() -> dd.DataFrame:
         )
         for i in range(MAPS)
     ]
-    return dd.from_delayed([dask.delayed(f) for f in frames], meta=frames[0].iloc[:0], verify_meta=False)
+    df: dd.DataFrame = dd.from_delayed(
+        [dask.delayed(f) for f in frames], meta=frames[0].iloc[:0], verify_meta=False
+    )
+    return df
 
 
 def rows(out: dd.DataFrame, dask_client: Any = None) -> pd.DataFrame:

@@ -287,10 +287,10 @@ def test_workers_heartbeat_their_measured_load_and_the_master_keeps_it(tmp_path:
         pause = threading.Event()
         for _ in range(100):  # until both workers have heartbeated since they started
             loads = cl.master.describe().worker_load
-            if len(loads) == 2:
+            if loads is not None and len(loads) == 2:
                 break
             pause.wait(0.1)
-        assert set(loads) == {w.worker_id for w in cl.workers}
+        assert loads is not None and set(loads) == {w.worker_id for w in cl.workers}
         assert all(0.0 <= score <= 1.0 for score in loads.values())
         for worker in cl.workers:  # what each sent last, also in WORKER_INFO
             info = worker.info()

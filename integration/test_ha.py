@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,14 +47,12 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield cl
 
 
-def call(
-    url: str, command: c.Command, timeout: float = 5.0, signer: Signer | None = None
-) -> dict[str, object]:
+def call(url: str, command: c.Command, timeout: float = 5.0, signer: Signer | None = None) -> dict[str, Any]:
     with RpcClient(url, timeout=timeout, retries=0, signer=signer) as client:
         return client.call(*encode_command(command)).body
 
 
-def roles(cluster: LocalCluster) -> dict[str, dict[str, object]]:
+def roles(cluster: LocalCluster) -> dict[str, dict[str, Any]]:
     out = {}
     for url in cluster.master_urls():
         try:
@@ -63,14 +62,14 @@ def roles(cluster: LocalCluster) -> dict[str, dict[str, object]]:
     return out
 
 
-def leader_of(cluster: LocalCluster) -> tuple[int, dict[str, object]]:
+def leader_of(cluster: LocalCluster) -> tuple[int, dict[str, Any]]:
     for _ in range(200):
         for i, url in enumerate(cluster.master_urls()):
             try:
                 status = call(url, c.Status(), timeout=2.0, signer=Signer.member(cluster.secret))
             except CroupierError:
                 continue
-            if status["master"]["role"] == "leader":  # type: ignore[index]
+            if status["master"]["role"] == "leader":
                 return i, status
         time.sleep(0.1)
     raise AssertionError("no leader")
@@ -125,7 +124,7 @@ def test_leader_crash_during_a_shuffle_loses_nothing(
             )
             assert got == want
         _, after = leader_of(cluster)
-        assert after["term"] > before["term"]  # type: ignore[operator]
+        assert after["term"] > before["term"]
         app.unregister()
     with capsys.disabled():
         print(
@@ -156,8 +155,8 @@ def test_every_follower_folds_to_the_leaders_state(cluster: LocalCluster) -> Non
         _, leader = leader_of(cluster)
     else:
         raise AssertionError(f"followers differ from the leader: {json.dumps(states)[:2000]}")
-    assert sorted(s["master"]["role"] for s in states.values()) == ["follower", "follower", "leader"]  # type: ignore[index]
-    assert leader["master"]["followers"]  # type: ignore[index]
+    assert sorted(s["master"]["role"] for s in states.values()) == ["follower", "follower", "leader"]
+    assert leader["master"]["followers"]
 
 
 def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
@@ -187,7 +186,7 @@ def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
         landed_reply = False
     time.sleep(1.0)
     status = call(new_url, c.Status(), signer=Signer.member(cluster.secret))
-    apps = {a["app_id"] for a in status["apps"]}  # type: ignore[union-attr]
+    apps = {a["app_id"] for a in status["apps"]}
     assert "after-takeover" in apps
     assert "stale-write" not in apps or not landed_reply or _role(old_url) != "leader"
     # and the deposed master now follows
@@ -195,7 +194,7 @@ def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
     while _role(old_url) != "follower":
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    assert status["term"] > before["term"]  # type: ignore[operator]
+    assert status["term"] > before["term"]
     # the log has one writer per term: terms only grow
     terms = _logged_terms(cluster)
     assert terms == sorted(set(terms))
@@ -203,7 +202,7 @@ def test_a_deposed_leader_cannot_append(cluster: LocalCluster) -> None:
 
 def _role(url: str) -> str:
     try:
-        return str(call(url, c.Status(), timeout=1.0)["master"]["role"])  # type: ignore[index]
+        return str(call(url, c.Status(), timeout=1.0)["master"]["role"])
     except CroupierError:
         return "down"
 

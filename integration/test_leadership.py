@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -50,7 +51,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> Non
         time.sleep(0.05)
 
 
-def call(url: str, command: c.Command) -> dict[str, object]:
+def call(url: str, command: c.Command) -> dict[str, Any]:
     with RpcClient(url, timeout=5.0, retries=0) as client:
         return client.call(*encode_command(command)).body
 
@@ -69,8 +70,8 @@ def test_the_leader_publishes_its_record_and_the_follower_points_to_it(
     assert data == encode_leader(leader.url, leader.term)
     wait_for("the follower to read the leader", lambda: follower.leader_url == leader.url)
     status = call(follower.url, c.Status())
-    assert status["master"]["role"] == "follower"  # type: ignore[index]
-    assert status["master"]["leader"] == leader.url  # type: ignore[index]
+    assert status["master"]["role"] == "follower"
+    assert status["master"]["leader"] == leader.url
     with pytest.raises(NotLeader) as info:
         call(follower.url, c.RegisterApp("job"))
     assert info.value.leader == leader.url
@@ -100,7 +101,7 @@ def test_a_bumped_epoch_fences_the_leader_which_steps_down(
         call(leader.url, c.RegisterApp("stale"))
     wait_for("a new term", lambda: any(m.role == "leader" and m.term > term + 1 for m in members))
     apps = call(leader_of(members).url, c.Status())["apps"]
-    assert "stale" not in {a["app_id"] for a in apps}  # type: ignore[union-attr]
+    assert "stale" not in {a["app_id"] for a in apps}
 
 
 def test_the_leader_does_not_list_the_log_after_each_append_and_the_follower_does(
@@ -122,10 +123,10 @@ def test_the_leader_does_not_list_the_log_after_each_append_and_the_follower_doe
                 listed[_url] += 1
             return _plain(path, *args, **kw)  # type: ignore[operator]
 
-        client.get_children = counted  # type: ignore[method-assign]
+        client.get_children = counted
     for i in range(20):
         call(leader.url, c.RegisterApp(f"job{i}"))
-    seq = call(leader.url, c.Status())["master"]["seq"]  # type: ignore[index]
-    wait_for("the follower to fold", lambda: call(follower.url, c.Status())["master"]["seq"] == seq)  # type: ignore[index]
+    seq = call(leader.url, c.Status())["master"]["seq"]
+    wait_for("the follower to fold", lambda: call(follower.url, c.Status())["master"]["seq"] == seq)
     assert listed[leader.url] <= 1  # the change that dropped its watch (20 before)
     assert listed[follower.url] >= 1

@@ -139,7 +139,7 @@ def test_a_bad_batch_of_a_losing_attempt_does_not_fail_the_partition(cluster: Lo
         flipped = 0
         for path in files(cluster, sh, "data"):
             raw = bytearray(path.read_bytes())
-            for offset, header, _ in iter_batches(raw):
+            for offset, header, _ in iter_batches(memoryview(raw)):
                 if (header.map_id, header.attempt_id) == (0, 0) and header.length:
                     raw[offset + BATCH_HEADER.size] ^= 0xFF  # the loser's data no longer matches
                     flipped += 1
@@ -179,7 +179,7 @@ def test_one_bad_batch_in_both_copies_is_data_lost_for_that_map_only(tmp_path: P
             if not path.name.startswith("0-"):
                 continue
             raw = bytearray(path.read_bytes())
-            batches = [(o, h) for o, h, _ in iter_batches(raw) if h.map_id == 0 and h.length]
+            batches = [(o, h) for o, h, _ in iter_batches(memoryview(raw)) if h.map_id == 0 and h.length]
             assert len(batches) > 2  # map 0 sent several batches: damage its second one only
             offset, _ = batches[1]
             raw[offset + BATCH_HEADER.size + 7] ^= 0xFF

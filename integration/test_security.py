@@ -67,7 +67,7 @@ def raw(
         covered = header + prefix + struct.pack("<I", len(data)) + data + (payloads[0] if payloads else b"")
         frames.append(prefix + blake3.blake3(covered, key=key).digest())
     frames += payloads
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     try:
@@ -312,7 +312,7 @@ def test_a_push_cannot_redirect_a_worker_to_another_address(cluster: LocalCluste
     assert status == 0, locs
     loc = locs["locations"][0]
     primary, replica = loc["primary"], loc["replica"]
-    ctx = zmq.Context.instance()
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     trap = ctx.socket(zmq.ROUTER)
     trap.setsockopt(zmq.LINGER, 0)
     port = trap.bind_to_random_port("tcp://127.0.0.1")
@@ -350,7 +350,7 @@ def test_a_victims_reads_stay_exact_under_a_flood_of_forged_pushes(cluster: Loca
     ]
 
     def flood() -> None:
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         socks = {url: ctx.socket(zmq.DEALER) for url in {*ports, *(u for u, _ in pushes)}}
         for url, sock in socks.items():
             sock.setsockopt(zmq.LINGER, 0)

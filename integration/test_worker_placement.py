@@ -56,13 +56,15 @@ def _push(
         rpc.call(int(MsgType.PUSH), to_json(body), [header.encode(), data])
 
 
-def _memory_used(address: dict[str, Any], signer: Signer) -> int:
+def _memory_used(address: dict[str, Any], signer: Signer | None) -> int:
     """The worker's ``memory_used``: the placed locations' reservations are in it (issue 13)."""
     with RpcClient(_url(address, "control_port"), timeout=10, retries=0, signer=signer) as rpc:
         return from_json(WorkerInfoReply, rpc.call(int(MsgType.WORKER_INFO)).body).memory_used
 
 
-def _holds_nothing(address: dict[str, Any], app: str, sid: int, signer: Signer, memory_before: int) -> None:
+def _holds_nothing(
+    address: dict[str, Any], app: str, sid: int, signer: Signer | None, memory_before: int
+) -> None:
     """No live location, no file, and ``memory_used`` unchanged by the refused pushes."""
     with RpcClient(_url(address, "control_port"), timeout=10, retries=0, signer=signer) as rpc:
         info = from_json(WorkerInfoReply, rpc.call(int(MsgType.WORKER_INFO)).body)

@@ -24,6 +24,7 @@ registration and the leader lists it as active.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
@@ -351,7 +352,7 @@ class ContainerCluster:
                 "zookeeper", i, directory, container, ports[3 * i], *servers[i] if servers else (0, 0)
             )
             # ready = the client port is open; the ensemble is waited for below, once all run
-            container.waiting_for(Probe(f"{node.name} listening", lambda port=node.port: _port_open(port)))
+            container.waiting_for(Probe(f"{node.name} listening", functools.partial(_port_open, node.port)))
             self.zookeepers.append(node)
         for node in self.zookeepers:
             node.container.start()

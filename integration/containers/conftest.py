@@ -106,4 +106,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed and cl is not None:  # type: ignore[attr-defined]
         for name, text in cl.logs().items():  # type: ignore[attr-defined]
             report.sections.append((f"container {name} (last 200 lines)", text))  # type: ignore[attr-defined]
-    return report  # type: ignore[return-value]
+    return report

@@ -47,7 +47,10 @@ def test_executors_lost_after_the_map_stage(croupier_driver: Driver, sort_driver
         assert again == expected
         new = _map_stages(driver.run("stages"), mid)
         runs[label] = {"before": before, "new": new}
-    ran = lambda new: sum(s["numCompleteTasks"] for s in new if s["status"] == "COMPLETE")  # noqa: E731
+
+    def ran(new: list[dict[str, Any]]) -> int:
+        return sum(int(s["numCompleteTasks"]) for s in new if s["status"] == "COMPLETE")
+
     croupier_new = runs["croupier"]["new"]
     sort_new = runs["sort"]["new"]
     # Croupier: one result stage of 8 tasks, the map stage skipped

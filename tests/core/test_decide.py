@@ -127,9 +127,9 @@ def test_excluded_lost_and_decommissioning_workers_get_no_slots(master: Master) 
 
 def test_load_aware_placement_skips_hot_workers(master: Master) -> None:
     reply = master(c.RegisterShuffle("app1", 1, 9, loads={"w0": 0.95, "w1": 0.1, "w2": 0.2}))
-    workers = {w for pair in reply["pairs"] for w in pair}  # type: ignore[attr-defined]
+    workers = {w for pair in reply["pairs"] for w in pair}
     assert "w0" not in workers
-    assert reply["pairs"][0][0] == "w1"  # type: ignore[index]  # the coolest worker leads
+    assert reply["pairs"][0][0] == "w1"  # the coolest worker leads
 
 
 def test_first_mapper_end_wins_and_repeats_are_idempotent(master: Master) -> None:
@@ -253,7 +253,7 @@ def test_a_locations_batch_is_the_per_partition_replies_with_the_shared_part_onc
             master(c.MapperEnd("app1", 0, 1, 0, 5, bits(5, 0, 1, 2, 3, 4)))
             p3 = info.current(3).primary
             master(c.ReportCommit("app1", 0, failed_copies=((3, 1, p3),)))
-    assert master(c.GetLocationsBatch("app1", 0, (3,)))["partitions"][0]["failed_copies"] == [[1, p3]]  # type: ignore[index]
+    assert master(c.GetLocationsBatch("app1", 0, (3,)))["partitions"][0]["failed_copies"] == [[1, p3]]
     for bad in ((), (5,), (-1,), tuple(range(c.MAX_PARTITIONS_PER_CALL + 1))):
         with pytest.raises(BadRequest):
             cmd = c.GetLocationsBatch("app1", 0, bad)

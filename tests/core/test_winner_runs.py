@@ -20,7 +20,8 @@ from croupier.core.decide import decide
 from croupier.core.events import MapperEnded
 from croupier.core.proof import WinnerRuns, prove, runs_of
 from croupier.core.replies import LocationsBatchReply, LocationsReply, ShuffleSummary, StatusReply
-from croupier.core.state import MasterState, RunCache, ShuffleInfo, apply
+from croupier.core.runs import RunCache
+from croupier.core.state import MasterState, ShuffleInfo, apply
 from croupier.core.wire import encode_body
 
 # per map: its winning attempt (None: not ended), mostly 0 as in a healthy job

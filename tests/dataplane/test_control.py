@@ -8,12 +8,12 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pykka
 import pytest
 
-from croupier.actors.partition_actor import Drop
+from croupier.actors.partition_actor import Drop, PartitionActor
 from croupier.core.codec import from_json, to_json
 from croupier.core.dataplane import (
     CommitFiles,
@@ -83,7 +83,7 @@ def control() -> Iterator[Control]:
     store = MemoryPartitionStore()
     gate, dropping = threading.Event(), threading.Event()
     locations = Locations(MemoryLimiter(1 << 30))
-    locations.open(1, lambda: SlowOwner.start(gate, dropping))
+    locations.open(1, lambda: cast("pykka.ActorRef[PartitionActor]", SlowOwner.start(gate, dropping)))
     reservations = Reservations(Identity("worker-1", "inc-1"))
     tags = AppTags()
     handler = ControlHandler(locations, reservations, store, "inc-1", lambda: INFO, app_tags=tags)

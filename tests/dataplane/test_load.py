@@ -79,12 +79,12 @@ def test_without_device_counters_the_flusher_busy_time_counts(roots: tuple[Path,
     assert sampler.devices == [None, None]
     clock.now += 4.0
     busy[:] = [1.0, 3.0]
-    assert sampler.sample() == (pytest.approx(0.75), 0.0)
+    assert sampler.sample() == pytest.approx((0.75, 0.0))
     # a store whose disks are not the dirs: only the flushers
     bare = LoadSampler([], lambda: busy, sys_root=sys_root, proc_root=proc_stat.parent, clock=clock)
     clock.now += 2.0
     busy[:] = [2.0, 3.5]
-    assert bare.sample() == (pytest.approx(0.5), 0.0)
+    assert bare.sample() == pytest.approx((0.5, 0.0))
     assert bare.sample() == (0.0, 0.0)  # no time passed
 
 

@@ -36,7 +36,7 @@ class _FillingFile(MemoryPartitionFile):
 
 
 class _FillingStore(MemoryPartitionStore):
-    def create(self, key: LocationKey) -> PartitionFile:
+    def create(self, key: LocationKey) -> MemoryPartitionFile:
         f = super().create(key)
         assert isinstance(f, MemoryPartitionFile)
         f.__class__ = _FillingFile
@@ -156,7 +156,7 @@ def test_the_offload_reports_an_overflowed_copy_without_uploading_it(
         uploads.append(name)
         put(name, body)
 
-    objects.put = counting_put  # type: ignore[method-assign]
+    objects.put = counting_put  # type: ignore[method-assign,assignment]
     offloader = Offloader(objects, full_disks, threads=1, already=full_disks.offloaded)
     try:
         copy = offloader.upload(k)

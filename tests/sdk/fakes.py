@@ -137,8 +137,8 @@ class FakeWorker:
             reply, chunk = self._fetch(from_json(FetchChunk, request.body))
             responder.ok(encode_reply(reply), [chunk])
         elif t == MsgType.FETCH_SMALL and self.small:
-            reply, payloads = self._fetch_small(from_json(FetchSmall, request.body))
-            responder.ok(encode_reply(reply), payloads)
+            small, payloads = self._fetch_small(from_json(FetchSmall, request.body))
+            responder.ok(encode_reply(small), payloads)
         elif t == MsgType.DESTROY:
             responder.ok(encode_reply(self._destroy(from_json(Destroy, request.body))))
         else:
@@ -180,10 +180,10 @@ class FakeWorker:
         if (push.app_id, push.shuffle_id) in self.committed:
             raise StaleLocation(f"shuffle {push.app_id}/{push.shuffle_id} is already committed")
         for i, (partition, epoch) in enumerate(push.batches):
-            header = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
-            self._store((push.app_id, push.shuffle_id, partition, epoch, "primary"), header + parts[i])
+            raw = headers[i * BATCH_HEADER.size : (i + 1) * BATCH_HEADER.size]
+            self._store((push.app_id, push.shuffle_id, partition, epoch, "primary"), raw + parts[i])
             if replica is not None:
-                replica._store((push.app_id, push.shuffle_id, partition, epoch, "replica"), header + parts[i])
+                replica._store((push.app_id, push.shuffle_id, partition, epoch, "replica"), raw + parts[i])
         return {}
 
     def _store(self, key: Key, batch: bytes) -> None:

@@ -211,7 +211,7 @@ def test_readers_read_many_partitions_with_one_locations_call(
             calls[type(command).__name__] += 1
             return master_request(command, reply_type)  # type: ignore[arg-type]
 
-        client._master.request = counting  # type: ignore[method-assign]
+        client._master.request = counting  # type: ignore[method-assign,assignment]
         seen = []
         for reader in sh.readers(range(40)):
             seen.append(reader.partition)

@@ -178,7 +178,7 @@ def test_an_executor_that_dies_is_retried_with_a_new_attempt(url: str, tmp_path:
 def test_a_task_that_keeps_dying_names_its_exit_code(url: str) -> None:
     def always(n: int) -> Iterator[tuple[int, int]]:
         os._exit(5)
-        yield n, n  # pragma: no cover
+        yield n, n  # type: ignore[unreachable]  # pragma: no cover
 
     with pytest.raises(TaskFailed, match="exited with code 5 and no result") as info:
         map_reduce([0], always, lambda k, v: v, num_partitions=1, url=url, task_attempts=2)

@@ -72,7 +72,7 @@ class Sent:
 class FakeNet:
     """Replies with ``script`` results in order (None = OK, "hold" = no reply yet), then OK."""
 
-    def __init__(self, *script: CroupierError | str | None) -> None:
+    def __init__(self, *script: CroupierError | str | dict[str, Any] | None) -> None:
         self.script = list(script)
         self.sent: list[Sent] = []
         self.held: list[Sent] = []

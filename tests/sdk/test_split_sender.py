@@ -23,7 +23,8 @@ class SplitNet(FakeNet):
 
     def send(self, url: str, msg_type: int, body: dict[str, Any], payloads: Any, callback: Any) -> None:
         if self.script and isinstance(self.script[0], dict):
-            reply: dict[str, Any] = self.script.pop(0)  # type: ignore[assignment]
+            reply = self.script.pop(0)
+            assert isinstance(reply, dict)
             self.sent.append(Sent(url, msg_type, body, list(payloads), callback))
             callback(Reply(reply, []), None)
             return

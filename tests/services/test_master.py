@@ -6,6 +6,7 @@ import random
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,7 +146,7 @@ def test_no_one_is_lost_during_the_takeover_grace(tmp_path: Path, clock: FakeClo
         setup_cluster(cl)
         clock.now += cfg.worker_timeout + 1  # past the timeout but inside the grace
         m.tick()
-        assert {w["status"] for w in cl.call(c.Status())["workers"]} == {"active"}  # type: ignore[union-attr]
+        assert {w["status"] for w in cl.call(c.Status())["workers"]} == {"active"}
         clock.now += 200
         m.tick()
         _wait_for(cl, lambda s: {w["status"] for w in s["workers"]} == {"lost"})
@@ -213,7 +214,7 @@ def test_bad_commands_get_bad_request(client: MasterClient) -> None:
     assert client.call(c.Ping())["pong"] is True
 
 
-def _wait_for(client: MasterClient, predicate: object, timeout: float = 10.0) -> dict[str, object]:
+def _wait_for(client: MasterClient, predicate: object, timeout: float = 10.0) -> dict[str, Any]:
     import time
 
     deadline = time.monotonic() + timeout

@@ -156,7 +156,12 @@ def test_croupier_master_runs_with_the_master_gil_switch_interval(monkeypatch: p
     from croupier.services.cli import master as cli_master
 
     seen: list[float] = []
-    monkeypatch.setattr(cli_master, "_serve_master", lambda *_args: seen.append(sys.getswitchinterval()) or 0)
+
+    def serve(*_args: object) -> int:
+        seen.append(sys.getswitchinterval())
+        return 0
+
+    monkeypatch.setattr(cli_master, "_serve_master", serve)
     previous = sys.getswitchinterval()
     try:
         args = build_parser().parse_args(["master", "--listen", "127.0.0.1:0"])

@@ -101,12 +101,11 @@ def test_the_sdk_registers_another_id_when_the_key_of_its_first_was_lost(
     master: MasterService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import croupier
-    from croupier import _client
 
     with _client_of(master) as anyone:
         anyone.call(c.RegisterApp("job", "job-aaaaaaaaaa"))  # as if its reply had been lost
     tokens = iter(["aaaaaaaaaa", "bbbbbbbbbb"])
-    monkeypatch.setattr(_client.secrets, "token_hex", lambda _n: next(tokens))
+    monkeypatch.setattr("croupier._client.secrets.token_hex", lambda _n: next(tokens))
     with croupier.connect(master.url) as client:
         app = client.register_app("job")
         assert app.app_id == "job-bbbbbbbbbb"

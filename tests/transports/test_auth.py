@@ -280,9 +280,9 @@ def test_unauthorized_replies_say_why_in_a_few_fixed_words() -> None:
     assert reason(verifier, MsgType.DESTROY, _signed(Signer(), MsgType.DESTROY, body)) == "signature required"
     header, data, auth = _app_signed(MsgType.DESTROY, body, "a1")
     assert reason(verifier, MsgType.DESTROY, (header, data, auth, [])) == "member signature required"
-    header, data, auth, _ = _signed(member, MsgType.DESTROY, body)
-    assert auth is not None
-    assert reason(verifier, MsgType.DESTROY, (header, data, auth[:47], [])) == "malformed auth frame"
+    header, data, member_auth, _ = _signed(member, MsgType.DESTROY, body)
+    assert member_auth is not None
+    assert reason(verifier, MsgType.DESTROY, (header, data, member_auth[:47], [])) == "malformed auth frame"
     # a wrong key never learns about the window: the MAC is judged first
     assert reason(late, MsgType.DESTROY, _signed(wrong, MsgType.DESTROY, body)) == "bad signature"
 
