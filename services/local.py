@@ -365,6 +365,7 @@ class LocalCluster(Service):
             "--memory",
             str(self.worker_config.memory_cap),
             *(["--fsync"] if self.worker_config.commit_fsync else []),
+            *([] if self.worker_config.direct_io else ["--no-direct-io"]),
             "--partition-actors",
             str(self.worker_config.partition_actors),
             "--flush-threshold",

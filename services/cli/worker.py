@@ -114,6 +114,11 @@ def _add_throttle_flags(w: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--no-throttle", action="store_true", help="turn abnormal-app throttling off")
     w.add_argument(
+        "--no-direct-io",
+        action="store_true",
+        help="write and read partition files through the page cache instead of O_DIRECT",
+    )
+    w.add_argument(
         "--disk-reserve",
         default="auto",
         help="free bytes each data directory keeps; below it the directory gets no new locations"
@@ -148,6 +153,7 @@ def worker_config(args: argparse.Namespace) -> WorkerConfig:
         memory_tier_fraction=args.memory_tier_fraction,
         disk_reserve=None if args.disk_reserve in (None, "auto") else parse_size(args.disk_reserve),
         object_store=args.object_store,
+        direct_io=not args.no_direct_io,
     )
 
 

@@ -130,3 +130,13 @@ def test_croupier_local_takes_the_worker_settings_and_the_worker_table_and_envir
     assert worker_config(parse(["local"], None, {})).heartbeat_interval is None  # told by the master
     rows = {flag: where for flag, _, where in show(build_parser(), "local", file, env)}
     assert rows["disk-reserve"] == "env CROUPIER_WORKER_DISK_RESERVE" and rows["split-threshold"] == "file"
+
+
+def test_no_direct_io_reaches_the_workers_config_and_local_workers_command_lines(tmp_path: Path) -> None:
+    from croupier.services.local import LocalCluster
+
+    assert worker_config(parse(BASE, None, {})).direct_io is True
+    off = worker_config(parse([*BASE, "--no-direct-io"], None, {}))
+    assert off.direct_io is False
+    assert "--no-direct-io" in LocalCluster(1, tmp_path, worker_config=off, processes=True)._worker_cli(0)
+    assert "--no-direct-io" not in LocalCluster(1, tmp_path, processes=True)._worker_cli(0)
