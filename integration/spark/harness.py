@@ -121,6 +121,9 @@ def spark_conf(**extra: str) -> dict[str, str]:
         "spark.sql.adaptive.coalescePartitions.minPartitionSize": "1k",
         "spark.default.parallelism": "8",
         "spark.python.worker.reuse": "true",
+        # the JVM waits this long for the driver's Python to connect to a collect()'s local
+        # socket (default 15 s): a loaded CI run failed two queries there (refused / reset)
+        "spark.python.authenticate.socketTimeout": "120s",
         "spark.speculation": "true",
         "spark.speculation.minTaskRuntime": "4s",
         "spark.speculation.multiplier": "3",
