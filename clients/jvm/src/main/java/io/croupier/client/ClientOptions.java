@@ -19,6 +19,7 @@ public final class ClientOptions {
   private int smallFetchBatch = 128;
   private Duration fetchTimeout = Duration.ofSeconds(10);
   private Duration commitWaitTimeout = Duration.ofSeconds(300);
+  private boolean failWhileRerunning = false;
   private Duration failoverDeadline = Duration.ofSeconds(60);
   private int fetchChunksInFlight = 3;
   private long writerMemoryLimit = 16L * 1024 * 1024;
@@ -93,6 +94,23 @@ public final class ClientOptions {
   public ClientOptions commitWaitTimeout(Duration d) {
     this.commitWaitTimeout = d;
     return this;
+  }
+
+  /**
+   * A reader that finds its shuffle uncommitted because some of its maps are being rerun
+   * ({@code GET_LOST_MAPS} {@code rerunning}) fails at once with {@code NOT_COMMITTED} instead
+   * of waiting for the commit (off). The Spark integration turns it on: such a reader is a task
+   * of a stage attempt that already failed, and waiting would hold the executor slot that the
+   * rerun's maps need.
+   */
+  public ClientOptions failWhileRerunning(boolean on) {
+    this.failWhileRerunning = on;
+    return this;
+  }
+
+  /** See {@link #failWhileRerunning(boolean)}. */
+  public boolean failWhileRerunning() {
+    return failWhileRerunning;
   }
 
   /** How long master calls keep retrying timeouts, UNAVAILABLE and NOT_LEADER (60 s). */

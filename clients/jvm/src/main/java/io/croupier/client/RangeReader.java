@@ -113,6 +113,17 @@ final class RangeReader implements BatchReader {
         throw new CroupierException(ErrorCode.NOT_COMMITTED, "shuffle " + shuffle.appId() + "/" + shuffle.id()
             + " is not committed after " + shuffle.client().options().commitWaitTimeout().toSeconds() + " s");
       }
+      if (shuffle.client().options().failWhileRerunning()) {
+        List<int[]> rerunning = shuffle.lostMaps().rerunning();
+        if (!rerunning.isEmpty()) {
+          StringBuilder maps = new StringBuilder();
+          for (int[] r : rerunning) {
+            maps.append(maps.length() == 0 ? "" : ", ").append(r[0]).append("..").append(r[1] - 1);
+          }
+          throw new CroupierException(ErrorCode.NOT_COMMITTED, "shuffle " + shuffle.appId() + "/" + shuffle.id()
+              + " is not committed: maps " + maps + " are being rerun");
+        }
+      }
       Thread.sleep(pause);
       pause = Math.min(1000, pause * 2);
     }
