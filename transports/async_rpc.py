@@ -70,6 +70,7 @@ class _Pending:
 class _Peer:
     sock: _Socket
     pending: set[int] = field(default_factory=set)
+    used: float = field(default_factory=time.monotonic)  # the last send or reply
 
 
 class AsyncRpcClient:
@@ -85,6 +86,9 @@ class AsyncRpcClient:
         name: the thread's name.
         curve: connect as a CURVE client of this server key (a fresh key pair per socket).
         signer: signs each request as it is queued (PROTOCOL §2.1); None sends unsigned.
+        idle_close: seconds a peer may have nothing in flight before its socket is closed
+            (the next request reconnects). An open socket redials a dead peer's port for
+            ever: a master whose worker died would keep dialling whatever binds it next.
     """
 
     def __init__(
@@ -95,7 +99,13 @@ class AsyncRpcClient:
         name: str = "async-rpc",
         curve: CurveClient | None = None,
         signer: Signer | None = None,
+        idle_close: float = 30.0,
     ) -> None:
+        if not idle_close > 0:
+            raise ValueError(f"idle_close must be positive, not {idle_close!r}")
+        self._idle_close = idle_close
+        self._idle_checked = time.monotonic()
+        self.peers_closed_idle = 0
         self._curve = curve
         self._answered: set[str] = set()  # peers that replied: CURVE is not why one is late
         self.signer = signer
@@ -247,6 +257,18 @@ class AsyncRpcClient:
             if peer.sock in events:
                 self._receive(url, peer)
         self._expire()
+        self._close_idle()
+
+    def _close_idle(self) -> None:
+        """Close the sockets of peers with nothing in flight for ``idle_close`` (once a second)."""
+        now = time.monotonic()
+        if now - self._idle_checked < 1.0:
+            return
+        self._idle_checked = now
+        idle = [url for url, p in self._peers.items() if not p.pending and now - p.used >= self._idle_close]
+        for url in idle:
+            self._drop_peer(url, Unavailable(f"connection to {url} closed when idle"))
+        self.peers_closed_idle += len(idle)
 
     def _send_queued(self) -> None:
         for url, msg_type, rid, frames, callback, deadline in self._outbox.drain():
@@ -260,6 +282,7 @@ class AsyncRpcClient:
                 continue
             self._pending[rid] = _Pending(url, msg_type, callback, deadline)
             peer.pending.add(rid)
+            peer.used = time.monotonic()
             heapq.heappush(self._deadlines, (deadline, rid))
             try:
                 send_frames(peer.sock, frames)
@@ -286,6 +309,7 @@ class AsyncRpcClient:
                 log.warning("malformed reply from %s dropped: %s", url, exc)
                 continue
             rid = msg.header.request_id
+            peer.used = time.monotonic()
             if url not in self._answered and len(self._answered) < _ANSWERED_MAX:
                 self._answered.add(url)
             if msg.header.status:
