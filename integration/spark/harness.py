@@ -26,13 +26,25 @@ def missing() -> str | None:
     return None
 
 
+def jvm_tmp_env(tmp: Path) -> dict[str, str]:
+    """``os.environ`` with ``tmp`` (created) as the temporary directory of every JVM and Python
+    process started under it."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    options = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={tmp}".strip()
+    return {**os.environ, "TMPDIR": str(tmp), "JAVA_TOOL_OPTIONS": options}
+
+
 class Driver:
     """A ``driver.py`` child process: one SparkSession, queries on request."""
 
     def __init__(self, conf: dict[str, str], log: Path) -> None:
         self.log_path = log
+        # the JVMs' temporary files (lz4-java extracts its native library per JVM) go beside
+        # the log, with the test's directory, not into /tmp for ever
+        self.tmp = log.parent / "tmp"
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+        # inherited by the driver's JVM, the local-cluster's workers and their executors
+        env = {**jvm_tmp_env(self.tmp), "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "integration.spark.driver", json.dumps(conf)],
             stdin=subprocess.PIPE,
@@ -152,3 +164,18 @@ def _descends_from(pid: int, ancestor: int) -> bool:
             return False
         pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state is the ppid
     return False
+
+
+def jvms_of(driver: Driver) -> list[int]:
+    """The JVMs in a driver's process tree: its own, the local-cluster's workers, the executors."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == driver.popen.pid:
+            continue
+        try:
+            exe = os.readlink(f"/proc/{entry}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe) == "java" and _descends_from(int(entry), driver.popen.pid):
+            pids.append(int(entry))
+    return sorted(pids)

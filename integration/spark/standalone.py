@@ -10,13 +10,14 @@ own and the other one may run a straggler's speculative copy.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import IO
+
+from integration.spark.harness import jvm_tmp_env
 
 HOSTS = ("127.0.0.1", "localhost")
 _MASTER_URL = re.compile(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)")
@@ -38,7 +39,7 @@ class StandaloneCluster:
         # SPARK_SCALA_VERSION: the executor launcher wants it outside a build tree (bin/spark-class
         # sets it); SPARK_LOCAL_IP keeps Spark on the loopback address
         self._env = {
-            **os.environ,
+            **jvm_tmp_env(base / "tmp"),  # the executors' lz4-java library too, not into /tmp
             "SPARK_HOME": str(home),
             "SPARK_SCALA_VERSION": "2.13",
             "SPARK_LOCAL_IP": "127.0.0.1",

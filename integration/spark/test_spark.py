@@ -8,12 +8,13 @@ start costs ~15 s here. The faults come last, in order, since they change the cl
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from croupier.services.local import LocalCluster
-from integration.spark.harness import Driver, croupier_app
+from integration.spark.harness import Driver, croupier_app, jvms_of
 
 # a SparkContext takes 15 s to start on a quiet machine, minutes on a loaded one; the first test
 # waits for both
@@ -62,3 +63,28 @@ def test_croupier_shuffles_are_committed(croupier_cluster: LocalCluster, croupie
     app = croupier_app(croupier_cluster, croupier_driver)
     ours = [s for s in status["shuffles"] if s["app_id"] == app]
     assert sum(1 for s in ours if s["committed"]) >= len(QUERIES)
+
+
+def test_spark_jvms_keep_their_temporary_files_in_the_test_directory(
+    croupier_driver: Driver, sort_driver: Driver
+) -> None:
+    """Every JVM of a driver (its own, the local-cluster's workers, the executors) uses the
+    driver's directory for java.io.tmpdir: lz4-java's native library, extracted once per JVM,
+    was left in /tmp by every run of the suite."""
+    mapped: dict[int, set[str]] = {}
+    for driver in (croupier_driver, sort_driver):
+        assert driver.run("rdd_reduce_by_key", n=2000)["count"] > 0
+        for pid in jvms_of(driver):
+            libs = {line.split()[-1] for line in _maps(pid) if "liblz4-java" in line}
+            mapped[pid] = libs
+            outside = [lib for lib in libs if not lib.startswith(str(driver.tmp) + os.sep)]
+            assert not outside, f"JVM {pid} of {driver.log_path.parent} loaded {outside}"
+    assert any(mapped.values()), f"no JVM loaded lz4-java: {mapped}"
+
+
+def _maps(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return f.read().splitlines()
+    except OSError:
+        return []  # it ended meanwhile
