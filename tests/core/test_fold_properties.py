@@ -198,6 +198,12 @@ def test_a_rejected_event_leaves_the_state_untouched(kind: str) -> None:
             else:
                 outcomes.add("applied")
 
-    check()
-    # the property is only worth something if both branches ran (WorkerRegistered always fits)
-    assert outcomes == ({"applied"} if kind == "WorkerRegistered" else {"applied", "rejected"})
+    # the property is only worth something if both branches ran (WorkerRegistered always fits);
+    # an event that fits only rare states (MapsRerun: a committed shuffle's winner) may miss one
+    # branch in 500 draws, so a round that did is followed by another (fresh examples), up to 4
+    expected = {"applied"} if kind == "WorkerRegistered" else {"applied", "rejected"}
+    for _ in range(4):
+        check()
+        if outcomes == expected:
+            break
+    assert outcomes == expected
