@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
+import blake3
 import pykka
 
 from croupier.actors.commit_coordinator import CommitCoordinator
@@ -109,6 +110,8 @@ class MasterFront:
     curve: serve CURVE with this key pair, and talk CURVE to the workers (``--curve``).
     secret: the cluster secret: requests are checked against it (PROTOCOL §2.1) and the
         master's own requests to workers are member-signed; None accepts every request.
+    identity: where the cluster's log lives (the same on every master of the cluster): with
+        the secret, the cluster's id in the object store's sweep claims (``core.sweep``).
     """
 
     def __init__(
@@ -124,8 +127,10 @@ class MasterFront:
         takeover_timeout: float = 30.0,
         curve: CurveServer | None = None,
         secret: ClusterSecret | None = None,
+        identity: str = "",
     ) -> None:
         self._secret = secret
+        self._identity = identity
         self.config = config or MasterConfig()
         self._curve = curve
         self._listen = listen
@@ -290,7 +295,18 @@ class MasterFront:
         if cfg.object_store is None:
             return None
         store = open_object_store(cfg.object_store)
-        return ObjectJanitor(store, grace=cfg.orphan_grace, interval=cfg.orphan_interval)
+        return ObjectJanitor(
+            store, grace=cfg.orphan_grace, interval=cfg.orphan_interval, cluster=self._cluster_id()
+        )
+
+    def _cluster_id(self) -> str | None:
+        """This cluster's id in sweep claims: from where its log lives (``identity``) and its
+        secret, so every master of the cluster has it, across restarts; None without an
+        identity (a log in memory: a random id)."""
+        if not self._identity:
+            return None
+        key = self._secret.member_key if self._secret is not None else b""
+        return blake3.blake3(key + b"\0" + self._identity.encode("utf-8")).hexdigest()[:16]
 
     def stop_writes(self, reason: str) -> None:
         """Refuse commands that log events (ZooKeeper unreachable); reads go on."""

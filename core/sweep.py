@@ -14,6 +14,14 @@ prefix is an **orphan** when all of these hold:
 
 Memory is bounded by the number of app prefixes, never by the number of objects: the listing
 is consumed as a stream.
+
+**Sweep claims.** Two clusters given the same prefix would each take the other's apps for
+orphans. A master claims the prefix for its cluster once its log is loaded, and again before
+each sweep: it writes ``_sweepers/<cluster>`` (``claim_key``), then lists the claims, and
+sweeps only when there is no other (``rival_claims``). Both write before they list, so of two
+clusters on one prefix each sees the other, and a cluster's objects are younger than its
+claim. Claims never expire (a stopped cluster's shuffles may outlive it): an operator retires
+a gone cluster's claim by deleting it. Claims are not Croupier's copy layout: never swept.
 """
 
 from __future__ import annotations
@@ -23,7 +31,10 @@ from collections.abc import Collection, Iterable
 
 from croupier.core.ids import MAX_ID_LENGTH
 
-__all__ = ["copy_app", "orphan_apps"]
+__all__ = ["CLAIMS", "claim_key", "copy_app", "orphan_apps", "rival_claims"]
+
+CLAIMS = "_sweepers/"
+_CLUSTER = re.compile(r"[0-9a-f]{1,64}")
 
 _COPY_KEY = re.compile(rf"([A-Za-z0-9._-]{{1,{MAX_ID_LENGTH}}})/[0-9]{{1,10}}/[^/].*", re.DOTALL)
 
@@ -60,3 +71,18 @@ def orphan_apps(
     return sorted(
         app for app, t in newest.items() if app not in live and app not in foreign and t <= now - grace
     )
+
+
+def claim_key(cluster: str) -> str:
+    """The key of ``cluster``'s sweep claim (``cluster``: 1-64 lowercase hex digits)."""
+    if not _CLUSTER.fullmatch(cluster):
+        raise ValueError(f"a claim's cluster is 1-64 lowercase hex digits, not {cluster!r}")
+    return f"{CLAIMS}{cluster}"
+
+
+def rival_claims(keys: Iterable[str], own: str) -> list[str]:
+    """The keys under ``CLAIMS`` (relative to the cluster's prefix) that are not ``own``'s claim,
+    sorted: other clusters' claims, or objects this master does not understand there. Claims
+    never expire: a cluster that stopped may still have shuffles under the prefix."""
+    mine = claim_key(own)
+    return sorted(k for k in keys if k != mine)

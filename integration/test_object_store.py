@@ -17,6 +17,7 @@ import croupier
 from croupier.core.commands import ExpireApp
 from croupier.core.config import MasterConfig
 from croupier.core.errors import DataLostError, RequestTimeout
+from croupier.core.sweep import CLAIMS
 from croupier.services.cli import main as cli_main
 from croupier.services.local import LocalCluster
 from croupier.services.master import MasterService
@@ -184,15 +185,50 @@ def test_the_orphan_sweep_deletes_only_unknown_apps_objects_of_croupier_s_layout
         store.put(fresh, b"x")
         want = sorted([*kept, fresh])
         for _ in range(50):
-            listed = sorted(o.key for o in store.list())
+            listed = sorted(o.key for o in store.list() if not o.key.startswith(CLAIMS))
             if listed == want:
                 break
             time.sleep(0.1)
         assert listed == want
+        assert len(store.list(CLAIMS)) == 1  # this cluster's claim
         registry = master.metrics.registry
         assert registry.get_sample_value("croupier_master_orphan_apps_swept_total") == 1
         assert registry.get_sample_value("croupier_master_objects_deleted_total") == 1  # ended's
         live.unregister()
+
+
+def test_two_clusters_on_one_prefix_keep_each_other_s_objects(
+    tmp_path: Path, bucket: tuple[str, ObjectStore]
+) -> None:
+    """Two masters (two clusters: two data dirs) given one prefix: each app is unknown to the
+    other cluster, and old enough to sweep. Neither sweeps; the metric and the log say why."""
+    url, store = bucket
+    store.put("notes.txt", b"x")  # makes the bucket (an operator's file: never swept)
+    config = MasterConfig(object_store=url, orphan_grace=1.0, orphan_interval=0.2, takeover_grace=0.0)
+    with (
+        MasterService("tcp://127.0.0.1:0", tmp_path / "a", config=config) as a,
+        MasterService("tcp://127.0.0.1:0", tmp_path / "b", config=config) as b,
+        croupier.connect(a.url) as on_a,
+        croupier.connect(b.url) as on_b,
+    ):
+        apps = [on_a.register_app("on-a"), on_b.register_app("on-b")]
+        for _ in range(100):  # both claimed the prefix (their first ticks after the log loaded)
+            if len(store.list(CLAIMS)) == 2:
+                break
+            time.sleep(0.05)
+        keys = sorted(f"{app.app_id}/0/0-0-primary.data" for app in apps)
+        for key in keys:
+            store.put(key, b"x")
+        time.sleep(1.0 + 2 * 0.2 + 1.0)  # older than the grace, several sweeps
+        skipped = [
+            m.metrics.registry.get_sample_value("croupier_master_orphan_sweeps_skipped_total") for m in (a, b)
+        ]
+        assert all(n is not None and n >= 1 for n in skipped), skipped
+        assert sorted(o.key for o in store.list() if not o.key.startswith(CLAIMS)) == sorted(
+            [*keys, "notes.txt"]
+        )
+        for app in apps:
+            app.unregister()
 
 
 @pytest.fixture

@@ -566,6 +566,11 @@ _JANITOR_COUNTERS = (
     ),
     ("sweeps", "croupier_master_orphan_sweeps", "Orphan sweeps of the object store run"),
     (
+        "sweeps_skipped",
+        "croupier_master_orphan_sweeps_skipped",
+        "Orphan sweeps skipped: another cluster's sweep claim on the prefix was live",
+    ),
+    (
         "swept_apps",
         "croupier_master_orphan_apps_swept",
         "Unknown apps the orphan sweep deleted",

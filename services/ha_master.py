@@ -90,6 +90,8 @@ class HaMasterService(Service):
             ensemble=self._ensemble,
             curve=curve,
             secret=secret,
+            # every member of the ensemble: the same ZooKeeper hosts and root
+            identity=f"zk:{','.join(sorted(parsed.endpoints))}/{parsed.root.strip('/')}",
         )
         self._zk: Any = None
         self._standby: HotStandby | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import socket
 import time
 from collections.abc import Callable
 from typing import Self
@@ -72,7 +73,14 @@ class MasterService(Service):
         self._given_log = event_log
         self._log: EventLog | None = None
         self._front = MasterFront(
-            listen, name="master", config=self.config, clock=clock, rng=rng, curve=curve, secret=secret
+            listen,
+            name="master",
+            config=self.config,
+            clock=clock,
+            rng=rng,
+            curve=curve,
+            secret=secret,
+            identity=_log_identity(data_dir) if event_log is None else "",
         )
         self._front.watch = self.metrics.watch
         self.metrics.collect(self._front.status)
@@ -124,3 +132,10 @@ class MasterService(Service):
     def describe(self) -> MasterInfo:
         """The actor's soft state, for tests and the CLI."""
         return self._front.describe()
+
+
+def _log_identity(data_dir: str | os.PathLike[str] | None) -> str:
+    """Where a file log lives (host and real path), the same across restarts; "" in memory."""
+    if data_dir is None:
+        return ""
+    return f"file:{socket.gethostname()}:{os.path.realpath(data_dir)}"

@@ -3,10 +3,11 @@ never a prefix holding anything but Croupier's layout."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from croupier.core.sweep import copy_app, orphan_apps
+from croupier.core.sweep import CLAIMS, claim_key, copy_app, orphan_apps, rival_claims
 
 APPS = st.sampled_from(["a-1", "b.2", "c_3", "d"])
 KEYS = st.one_of(
@@ -56,3 +57,22 @@ def test_every_unknown_app_of_croupier_s_layout_and_old_enough_is_chosen(
     apps = {k.split("/", 1)[0] for k, _ in objects}
     clean = {a for a in apps if all(copy_app(k) == a for k, _ in objects if k.split("/", 1)[0] == a)}
     assert orphan_apps(objects, set(), now + 1000, 0.0) == sorted(clean)
+
+
+# -- sweep claims -------------------------------------------------------------------------------
+
+
+def test_claims_are_not_croupier_s_copy_layout() -> None:
+    key = claim_key("0123abcd")
+    assert key == "_sweepers/0123abcd" and key.startswith(CLAIMS)
+    assert copy_app(key) is None
+    assert orphan_apps([(key, 0.0)], (), now=1e9, grace=0) == []
+    for bad in ("", "ABC", "a/b", "x" * 65, "0" * 65):
+        with pytest.raises(ValueError):
+            claim_key(bad)
+
+
+@given(st.lists(st.sampled_from(["aa", "bb", "cc", "README"]), max_size=8), st.sampled_from(["aa", "bb"]))
+def test_a_rival_is_any_other_key_under_the_claims(names: list[str], own: str) -> None:
+    keys = [f"{CLAIMS}{n}" for n in names]
+    assert rival_claims(keys, own) == sorted(k for k in keys if k != claim_key(own))

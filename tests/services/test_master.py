@@ -239,3 +239,33 @@ def test_a_worker_whose_full_disks_overflow_keeps_getting_slots(client: MasterCl
     client.call(c.WorkerHeartbeat("w1", "inc1", dirs=full))
     with pytest.raises(NotEnoughWorkers):
         client.call(c.RegisterShuffle(app, 1, 4, replicate=False))
+
+
+def test_a_cluster_s_sweep_claim_is_the_same_across_restarts_and_its_own(tmp_path: Path) -> None:
+    """The id in a master's object-store sweep claim comes from where its log lives (and the
+    secret): a restarted master keeps it, so it never counts its own earlier claim as another
+    cluster's; another data dir is another cluster."""
+    import uuid
+
+    from croupier.core.sweep import CLAIMS
+    from croupier.transports.objstore import open_object_store
+
+    url = f"memory://claims-{uuid.uuid4().hex[:8]}/p"
+    store = open_object_store(url)
+    config = MasterConfig(object_store=url, orphan_interval=3600, takeover_grace=0.0)
+
+    def claims_after_start(data_dir: Path) -> list[str]:
+        with MasterService("tcp://127.0.0.1:0", data_dir, config=config) as master:
+            for _ in range(200):  # the first tick after the log loaded writes it
+                master.tick()
+                if len(store.list(CLAIMS)) > len(before):
+                    break
+                threading.Event().wait(0.01)
+        return sorted(o.key for o in store.list(CLAIMS))
+
+    before: list[str] = []
+    first = claims_after_start(tmp_path / "a")
+    assert len(first) == 1
+    assert claims_after_start(tmp_path / "a") == first  # restarted: the same claim
+    before = first
+    assert len(claims_after_start(tmp_path / "b")) == 2  # another cluster
