@@ -15,28 +15,16 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 import zmq
 
 from croupier.core.errors import CroupierError
 from croupier.core.wire import MsgType
 from croupier.transports.async_rpc import AsyncRpcClient
-from croupier.transports.rpc import Request, Responder, RpcServer
+from croupier.transports.rpc import RpcServer
+from tests.transports.test_async_rpc_survives import echo
 
 _Ctx = zmq.Context[zmq.Socket[bytes]]
-
-
-def echo(request: Request, responder: Responder) -> None:
-    responder.ok({"echo": request.body})
-
-
-@pytest.fixture
-def ctx() -> Iterator[_Ctx]:
-    context: _Ctx = zmq.Context()
-    yield context
-    context.term()
 
 
 class Squatter:

@@ -7,7 +7,6 @@ goes on serving every other request.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 import zmq
@@ -22,13 +21,6 @@ _Ctx = zmq.Context[zmq.Socket[bytes]]
 
 def echo(request: Request, responder: Responder) -> None:
     responder.ok({"echo": request.body})
-
-
-@pytest.fixture
-def ctx() -> Iterator[_Ctx]:
-    context: _Ctx = zmq.Context()
-    yield context
-    context.term()
 
 
 class Outcome:
