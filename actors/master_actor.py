@@ -32,6 +32,11 @@ started. A registration whose app actor cannot be started (no thread left) is re
 Threads: ``on_receive`` runs on the actor thread. ``submit`` may be called from any thread
 (the RPC server's, app actors'). Reply callbacks run on the committer's thread, or the
 reserver's for placements.
+
+The ``BurstGate`` (issue 27): while this actor is idle, a burst of requests is decided on
+the RPC server's thread that read it, under the gate's lock, which this actor holds while it
+handles any message; else the burst comes as one ``SubmitMany``. One writer of the state at a
+time, and the commands keep their order.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from typing import Any
 import pykka
 
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
+from croupier.actors.burst_gate import BurstGate, ReplyFn
 from croupier.actors.commit_coordinator import CommitCoordinator, commit_plan, control_urls
 from croupier.actors.reservations import ReservationSender, Send, reserves, shuffle_reserves
 from croupier.core.codec import to_json
@@ -103,6 +109,7 @@ from croupier.transports.log_context import LOG_FIELDS, enter, lazy_ids
 from croupier.transports.secret import AppTags
 
 __all__ = [
+    "BurstGate",
     "Describe",
     "GetStatus",
     "Inspect",
@@ -123,7 +130,6 @@ _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 # others' replies wait for the group commits queued before them, whatever they read)
 _SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
 _TOUCHED_MAX = 10_000
-ReplyFn = Callable[[dict[str, Any] | None, CroupierError | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +213,7 @@ class MasterActor(pykka.ThreadingActor):
         started: settled once ``on_start`` ends: ``None`` when serving, else the load's exception.
         curve: the reservations talk CURVE to the workers, with this server key.
         app_tags: kept equal to the registered apps' key tags (the front's verifier reads it).
+        gate: lets the RPC server's thread decide bursts while this actor is idle (issue 27).
     """
 
     def __init__(
@@ -222,8 +229,10 @@ class MasterActor(pykka.ThreadingActor):
         started: pykka.Future[None] | None = None,
         curve: CurveClient | None = None,
         app_tags: AppTags | None = None,
+        gate: BurstGate | None = None,
     ) -> None:
         super().__init__()
+        self._gate = gate if gate is not None else BurstGate()
         self._app_tags = app_tags if app_tags is not None else AppTags()
         self._curve = curve
         self._started = started
@@ -271,15 +280,21 @@ class MasterActor(pykka.ThreadingActor):
             if self._started is not None:
                 self._started.set_exception()
             raise
+        with self._gate.lock:
+            self._gate.open(self._handle_burst)
         if self._started is not None:
             self._started.set(None)
 
     def on_stop(self) -> None:
+        with self._gate.lock:  # no burst decided on another thread from now on
+            self._gate.open(None)
         self._committer.stop()
         self._stop_reserver()
         self._stop_apps()
 
     def on_failure(self, *args: Any) -> None:
+        with self._gate.lock:
+            self._gate.open(None)
         self._committer.stop()
         self._stop_reserver()
         self._stop_apps()
@@ -350,13 +365,24 @@ class MasterActor(pykka.ThreadingActor):
 
     # -- messages -------------------------------------------------------------------------
     def on_receive(self, message: Any) -> Any:
+        with self._gate.lock:  # the state's one writer (the gate may decide bursts elsewhere)
+            return self._receive(message)
+
+    def _handle_burst(self, items: list[tuple[Command, ReplyFn | None]], validated: bool = True) -> None:
+        """Decide a burst read together (under the gate's lock, on any thread)."""
+        with self._committer.burst():  # one hand-off to the committer per burst
+            for command, reply in items:
+                self._handle(command, reply, validated)
+
+    def _receive(self, message: Any) -> Any:
         match message:
             case Submit(command, reply):
                 self._handle(command, reply)
             case SubmitMany(items, validated):
-                with self._committer.burst():  # one hand-off to the committer per burst
-                    for command, reply in items:
-                        self._handle(command, reply, validated)
+                try:
+                    self._handle_burst(items, validated)
+                finally:
+                    self._gate.handled += 1
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):

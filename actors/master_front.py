@@ -42,6 +42,7 @@ import pykka
 
 from croupier.actors.commit_coordinator import CommitCoordinator
 from croupier.actors.master_actor import (
+    BurstGate,
     Describe,
     GetStatus,
     Inspect,
@@ -147,6 +148,8 @@ class MasterFront:
         self._coordinator: CommitCoordinator | None = None
         self._tags = AppTags()  # every registered app's key tag, kept by the serving actor
         self._burst: list[tuple[Command, ReplyFn | None]] = []
+        # the serving actor and its gate, for ``_flush`` (read together: one reference)
+        self._serving: tuple[ActorRef, BurstGate] | None = None
         self.watch: Callable[[Request, Responder], Responder] = lambda _request, responder: responder
         self.http_url: str | None = None  # this master's HTTP endpoint, shown in STATUS (croupier.ops)
 
@@ -201,7 +204,9 @@ class MasterFront:
         info = {"role": str(MasterRole.STANDALONE), "url": self.url, "log": kind}
         if self.http_url is not None:
             info["http"] = self.http_url
-        self._actor, self._coordinator = self._start_actor(event_log, info, None, None)
+        actor, coordinator, gate = self._start_actor(event_log, info, None, None)
+        self._actor, self._coordinator = actor, coordinator
+        self._serving = (actor, gate)
 
     def take_seat(
         self, term: int, event_log: EventLog, on_log_error: Callable[[CroupierError], None]
@@ -222,7 +227,7 @@ class MasterFront:
         }
         if self.http_url is not None:
             info["http"] = self.http_url
-        actor, coordinator = self._start_actor(event_log, info, on_log_error, self._takeover_timeout)
+        actor, coordinator, gate = self._start_actor(event_log, info, on_log_error, self._takeover_timeout)
         done: queue.SimpleQueue[CroupierError | None] = queue.SimpleQueue()
         take_over = Submit(TakeOver(term, self.url), lambda _body, error: done.put(error))
         try:
@@ -236,6 +241,7 @@ class MasterFront:
             _stop(actor, coordinator)
             raise error
         self._actor, self._coordinator = actor, coordinator
+        self._serving = (actor, gate)
 
     def _start_actor(
         self,
@@ -243,8 +249,8 @@ class MasterFront:
         info: dict[str, Any],
         on_log_error: Callable[[CroupierError], None] | None,
         load_timeout: float | None,
-    ) -> tuple[ActorRef, CommitCoordinator]:
-        """Start the actor and wait until it has loaded the log.
+    ) -> tuple[ActorRef, CommitCoordinator, BurstGate]:
+        """Start the actor and wait until it has loaded the log; its gate (``BurstGate``) too.
 
         Raises:
             CroupierError: the load failed (``LogCorrupted``, ``Unavailable``) or did not end
@@ -265,6 +271,7 @@ class MasterFront:
             submit, curve=worker_curve, signer=Signer.member(self._secret), janitor=self._janitor()
         )
         started: pykka.ThreadingFuture[None] = pykka.ThreadingFuture()
+        gate = BurstGate()
         actor = MasterActor.start(
             event_log,
             self.config,
@@ -276,6 +283,7 @@ class MasterFront:
             started=started,
             curve=worker_curve,
             app_tags=self._tags,
+            gate=gate,
         )
         try:
             # the load's own error (LogCorrupted, Unavailable), not a dead actor later
@@ -287,7 +295,7 @@ class MasterFront:
             coordinator.stop()
             actor.stop(block=False)
             raise Unavailable(f"the master actor did not start: {exc!r}") from exc
-        return actor, coordinator
+        return actor, coordinator, gate
 
     def _janitor(self) -> ObjectJanitor | None:
         """The object-store janitor of a master run with ``--object-store`` (else None)."""
@@ -320,6 +328,7 @@ class MasterFront:
 
     def leave_seat(self) -> None:
         """Stop serving: stop the coordinator and the actor (idempotent)."""
+        self._serving = None
         actor, self._actor = self._actor, None
         coordinator, self._coordinator = self._coordinator, None
         if actor is not None and coordinator is not None:
@@ -430,14 +439,22 @@ class MasterFront:
         return reply
 
     def _flush(self) -> None:
-        # after each burst the server read: one actor message per burst
+        # after each burst the server read: decided here, or one actor message per burst
         if not self._burst:
             return
         burst, self._burst = self._burst, []
-        actor = self._actor
-        if actor is not None:
-            actor.tell(SubmitMany(burst, validated=True))  # decode_command validated them
-            return
+        serving = self._serving
+        if serving is not None:
+            actor, gate = serving
+            # decided here when the actor is idle (no thread hand-off), else queued to it
+            if gate.run(burst):
+                return
+            gate.told += 1
+            try:
+                actor.tell(SubmitMany(burst, validated=True))  # decode_command validated them
+                return
+            except pykka.ActorDeadError:
+                gate.told -= 1
         for _, reply in burst:
             if reply is not None:
                 reply(None, Unavailable("this master stepped down or is stopping; retry"))

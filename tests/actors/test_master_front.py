@@ -154,3 +154,46 @@ def test_a_read_of_a_durable_shuffle_does_not_wait_behind_another_shuffles_appen
         busy_read.join()
     assert replies["ended"]["won"] is True
     assert replies["busy"]["winner_runs"] == [[0, 1, 0]]
+
+
+def test_a_burst_is_decided_on_the_rpc_thread_while_the_actor_is_idle(
+    front: MasterFront, rpc: RpcClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: no hand-off to the actor's thread for a burst when the actor is idle (the
+    RPC server's thread decides it under the actor's lock); an actor message still is."""
+    from croupier.actors import master_actor
+
+    threads: list[str] = []
+    decide = master_actor.decide  # type: ignore[attr-defined]
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(master_actor, "decide", spy)
+    front.serve(MemoryEventLog())
+    app = str(call(rpc, c.RegisterApp("job"))["app_id"])
+    call(rpc, c.AppHeartbeat(app))
+    assert threads == ["croupier-master", "croupier-master"]
+    front.tick(2000.0)  # the liveness sweep: an actor message, decided on its thread
+    assert front.describe().commands == 2
+
+
+def test_the_gate_keeps_the_order_of_bursts_queued_to_a_busy_actor() -> None:
+    """A burst that found the actor busy went to its mailbox; later bursts follow it there
+    until the actor has handled it, and are then decided on the caller's thread again."""
+    from croupier.actors.burst_gate import BurstGate
+
+    decided: list[str] = []
+    gate = BurstGate()
+    assert not gate.run([])  # no actor serves yet
+    gate.open(lambda items: decided.append(str(items[0][0])))
+    with gate.lock:  # the actor is handling a message
+        assert not gate.run([(c.Status(), None)])
+    gate.told += 1  # so the first burst went to the mailbox
+    assert not gate.run([(c.Status(), None)])  # it must not overtake the queued one
+    gate.handled += 1  # the actor handled it
+    assert gate.run([(c.Status(), None)])
+    assert decided == ["Status()"]
+    gate.open(None)  # the actor stopped
+    assert not gate.run([(c.Status(), None)])

@@ -125,4 +125,6 @@ def test_a_line_the_master_actor_logs_for_a_command_carries_its_ids(monkeypatch:
     finally:
         front.stop()
     assert (line["app_id"], line["shuffle_id"], line["level"]) == ("app-3", 4, "ERROR")
-    assert line["thread"].startswith("MasterActor") and "RuntimeError: decide is broken" in line["exc"]
+    # decided on the RPC server's thread while the actor is idle (issue 27's BurstGate), else on the actor's
+    assert line["thread"].startswith(("croupier-master", "MasterActor"))
+    assert "RuntimeError: decide is broken" in line["exc"]
