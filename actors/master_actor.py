@@ -497,7 +497,7 @@ class MasterActor(pykka.ThreadingActor):
             # the state's JSON here (a copy); its encoding and compression (~half of the
             # ~25 ms, zlib without the GIL) on the committer's thread, off this one (issue 27)
             data = self.state.to_json()
-            self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data))
+            self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data, encode_json))
 
     def _touch(self, event: Event) -> None:
         """Note the seq of ``event`` (just folded) against its shuffle, or against everything."""

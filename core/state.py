@@ -395,11 +395,16 @@ class MasterState:
         return MasterState.from_json(json.loads(json.dumps(self.to_json())))
 
 
-def encode_snapshot(data: dict[str, Any]) -> bytes:
+def encode_snapshot(data: dict[str, Any], dumps: Callable[[Any], bytes] | None = None) -> bytes:
     """``MasterState.snapshot_bytes`` of the state whose ``to_json()`` is ``data``. That dict
     shares no mutable object with the state, so this may run on another thread while the
-    state changes (the master's actor hands it to the group committer's thread)."""
-    return zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 6)
+    state changes (the master's actor hands it to the group committer's thread).
+
+    ``dumps``: a faster compact JSON encoder than ``json`` (the master passes orjson's; ``core``
+    is stdlib only); its text may differ in float spelling, never in the values read back.
+    """
+    text = json.dumps(data, separators=(",", ":")).encode() if dumps is None else dumps(data)
+    return zlib.compress(text, 6)
 
 
 def _shuffle_json(s: ShuffleInfo) -> dict[str, Any]:
@@ -409,13 +414,24 @@ def _shuffle_json(s: ShuffleInfo) -> dict[str, Any]:
         if f.name == "revivals":
             out[f.name] = [[p, [to_json(loc) for loc in locs]] for p, locs in sorted(s.revivals.items())]
         elif f.name == "winners":
-            out[f.name] = [
-                [m, a, t, None if b is None else encode_bitmap(b)]
-                for m, (a, t, b) in sorted(s.winners.items())
-            ]
+            out[f.name] = _winner_rows(s.winners)
         elif f.name != "derived":
             out[f.name] = to_json(getattr(s, f.name))
     return out
+
+
+def _winner_rows(winners: dict[int, Winner]) -> list[list[Any]]:
+    """The winners in a snapshot: ``[map, attempt, touched, bitmap]`` by map; each distinct
+    bitmap (winners share a few) is encoded once (issue 27: 0.72x the time for 100,000)."""
+    texts: dict[bytes | None, str | None] = {None: None}
+
+    def text(bitmap: bytes | None) -> str | None:
+        got = texts.get(bitmap, "")
+        if got == "":
+            got = texts[bitmap] = encode_bitmap(bitmap)  # type: ignore[arg-type]
+        return got
+
+    return [[m, a, t, text(b)] for m, (a, t, b) in sorted(winners.items())]
 
 
 # -- the fold ------------------------------------------------------------------------------
