@@ -30,6 +30,14 @@ held bytes of its seals (``SEAL_BYTES`` each, taken with their push: a seal that
 already there gives them back at once). The actor never waits on another actor: a
 commit completes when the location's last flush reports back.
 
+Flush size (issue 25): a location hands its buffer to the flusher at ``flush_bytes`` (1 MiB
+by default) while the worker's buffered bytes are low, and at ``FLUSH_FLOOR`` (256 KiB, or
+``flush_bytes`` if smaller) once they pass ``PRESSURE`` of its memory cap. With ``O_DIRECT``
+each flush job costs a write call, two thread hand-offs (to the flusher and back) and an
+index snapshot whatever its size: at 256 KiB those fixed costs were about a seventh of the
+workers' CPU per GiB. Under pressure the smaller size keeps what waits for a commit as it
+was: only the bytes buffered while below ``PRESSURE`` can sit in buffers above the floor.
+
 Why shards: one actor per location means one thread per location, and a push
 message carrying batches for many partitions wakes one thread per partition. At
 640 partitions that is ~430 threads per worker, and the thread hand-offs cost
@@ -58,6 +66,8 @@ from croupier.storage.store import ChunkIndex, CommittedFile, LocationKey, Parti
 from croupier.transports.log_context import key_fields
 
 __all__ = [
+    "FLUSH_FLOOR",
+    "PRESSURE",
     "Append",
     "Batches",
     "Commit",
@@ -75,6 +85,9 @@ log = logging.getLogger(__name__)
 Batches = list[tuple[BatchHeader, memoryview, memoryview]]
 LostPairs = list[tuple[int, int]]  # (map_id, partition)
 Maps = set[tuple[int, int]]  # (map_id, attempt_id)
+
+FLUSH_FLOOR = 256 * 1024  # the flush size once the worker's buffered bytes pass PRESSURE
+PRESSURE = 1 / 8  # of the memory cap
 
 _SPENT = IndexBuilder(1)  # the index builder of every committed location: never added to again
 
@@ -230,7 +243,8 @@ class PartitionActor(pykka.ThreadingActor):
     store: where the files go.
     flushers: one flusher actor per disk of the store.
     limiter: the worker's memory budget.
-    flush_bytes: hand a location's pending data to the flusher once this much is buffered.
+    flush_bytes: hand a location's pending data to the flusher once this much is buffered
+        (``FLUSH_FLOOR`` when that is smaller, once the limiter holds ``PRESSURE`` of its cap).
     chunk_size: the target size of fetch chunks.
     """
 
@@ -250,6 +264,8 @@ class PartitionActor(pykka.ThreadingActor):
         self._flushers = flushers
         self._limiter = limiter
         self._flush_bytes = flush_bytes
+        self._flush_floor = min(flush_bytes, FLUSH_FLOOR)
+        self._pressure = int(limiter.cap * PRESSURE)
         self._chunk_size = chunk_size
         self._locations: dict[LocationKey, _Location] = {}
         self._outgoing: dict[int, list[FlushJob]] = {}  # flusher -> jobs, sent when a message is done
@@ -322,7 +338,10 @@ class PartitionActor(pykka.ThreadingActor):
             loc.held += kept * SEAL_BYTES
             if seals > kept:
                 self._limiter.release(0, held=(seals - kept) * SEAL_BYTES)
-        if loc.pending_bytes >= self._flush_bytes:
+        pending = loc.pending_bytes
+        if pending >= self._flush_bytes or (
+            pending >= self._flush_floor and self._limiter.used >= self._pressure
+        ):
             self._flush(loc)
 
     def _flush(self, loc: _Location) -> None:

@@ -153,7 +153,8 @@ class WorkerConfig:
         memory_cap: buffered (not yet flushed) bytes plus the state of its locations, seals
             and reservations (``storage/limiter.py``) it may hold; pushes get CONGESTED
             above 85 % of it, replication above 95 %, new locations past 50 % in state.
-        flush_threshold: a location hands its buffer to the flusher at this size.
+        flush_threshold: a location hands its buffer to the flusher at this size, or at
+            256 KiB (if smaller) once buffered data passes an eighth of ``memory_cap``.
         chunk_size: the target size of fetch chunks.
         replicate_timeout: how long a primary waits for its replica.
         max_message_bytes: the largest frame the push and replicate ports accept (default
@@ -200,7 +201,7 @@ class WorkerConfig:
     heartbeat_interval: float | None = None
     slots: int = 100_000
     memory_cap: int = 1024**3
-    flush_threshold: int = 256 * 1024
+    flush_threshold: int = 1024 * 1024
     chunk_size: int = 8 * 1024**2
     replicate_timeout: float = 10.0
     max_message_bytes: int = MAX_DATA_FRAME_BYTES

@@ -12,6 +12,8 @@ import pytest
 
 from croupier.actors.flusher import FlusherActor
 from croupier.actors.partition_actor import (
+    FLUSH_FLOOR,
+    PRESSURE,
     Append,
     Batches,
     Commit,
@@ -161,3 +163,32 @@ def test_shards_spread_locations_evenly() -> None:
             counts[shard_of(key(partition=p, role=role), 4)] += 1
     assert min(counts) >= 150, counts
     assert shard_of(key(partition=5), 4) == shard_of(key(partition=5), 4)
+
+
+def test_under_memory_pressure_a_location_flushes_at_the_floor() -> None:
+    """Issue 25: flushes are 1 MiB while the worker's buffers are low, and FLUSH_FLOOR once the
+    limiter holds PRESSURE of its cap, so that few partly filled buffers wait for a commit."""
+    store = MemoryPartitionStore()
+    limiter = MemoryLimiter(8 << 20)  # pressure from 1 MiB on
+    assert int(limiter.cap * PRESSURE) == 1 << 20
+    flusher = FlusherActor.start(0, limiter)
+    actor = PartitionActor.start(store, [flusher], limiter, flush_bytes=1 << 20)
+    try:
+        k = key(partition=1)
+        bs, n, _ = batches(1, [FLUSH_FLOOR + 1000])
+        append(actor, limiter, [(k, bs, n)])
+        actor.ask(Drop([]))  # the Append is handled
+        time.sleep(0.05)
+        assert limiter.used == n  # over the floor, under 1 MiB, no pressure: still buffered
+        assert limiter.try_acquire(1 << 20)  # other buffered data: pressure
+        more, n2, _ = batches(1, [10], first=1)
+        append(actor, limiter, [(k, more, n2)])
+        deadline = time.monotonic() + 10
+        while limiter.used > 1 << 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert limiter.used == 1 << 20  # the location's buffer was flushed (and released)
+        limiter.release(1 << 20)
+    finally:
+        actor.stop()
+        flusher.stop()
+        store.close()
