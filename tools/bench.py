@@ -38,6 +38,8 @@ def _print_data(results: dict[str, Any]) -> None:
             continue
         m, cpu = r["mb_per_s"], r["worker_cpu_s_per_gib"]["median"]
         extra = f", worker peak RSS {r['worker_peak_rss_mib']} MiB" if "worker_peak_rss_mib" in r else ""
+        if "worker_read_cpu_s_per_gib" in r:
+            extra += f", reading {r['worker_read_cpu_s_per_gib']['median']} CPU-s/GiB"
         print(
             f"{key:24s} MB/s median {m['median']:>8}  worker CPU-s/GiB {cpu:>6}"
             f"  (min {m['min']}, max {m['max']}, {r['runs']} runs{extra})"

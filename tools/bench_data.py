@@ -46,6 +46,7 @@ class _Sample:
     peak_rss: int | None = None
     errors: list[str] = field(default_factory=list)
     note: str = ""
+    read_cpu_s_per_gib: float | None = None  # the workers' CPU while the reducers read (service only)
 
 
 _Plan = list[tuple[str, Callable[[], _Sample]]]
@@ -58,7 +59,14 @@ def _demo_run(
         from croupier.tools.demo import run_demo
 
         out = run_demo(size, mappers, partitions, workers, progress=False, **options)
-        return _Sample(out.mb_per_s, out.worker_cpu_s_per_gib, out.seconds, out.worker_peak_rss, out.errors)
+        return _Sample(
+            out.mb_per_s,
+            out.worker_cpu_s_per_gib,
+            out.seconds,
+            out.worker_peak_rss,
+            out.errors,
+            read_cpu_s_per_gib=out.worker_read_cpu_s_per_gib,
+        )
 
     return run
 
@@ -134,6 +142,9 @@ def _summary(samples: list[_Sample]) -> dict[str, Any]:
         "worker_cpu_s_per_gib": _stats([s.cpu_s_per_gib for s in samples], 2),
         "runs": len(samples),
     }
+    reads = [s.read_cpu_s_per_gib for s in samples if s.read_cpu_s_per_gib is not None]
+    if reads:
+        out["worker_read_cpu_s_per_gib"] = _stats(reads, 2)
     peaks = [s.peak_rss for s in samples if s.peak_rss is not None]
     if peaks:
         out["worker_peak_rss_mib"] = round(max(peaks) / 2**20)

@@ -166,6 +166,7 @@ class DemoResult:
     worker_peak_rss: int = 0
     worker_cpu_seconds: float = 0.0
     push_seconds: float = 0.0  # first push to the last map task's end (the writers closed)
+    worker_read_cpu_seconds: float = 0.0  # the workers' CPU from the pushes' end to the last read
 
     @property
     def push_mb_per_s(self) -> float:
@@ -176,6 +177,11 @@ class DemoResult:
     def worker_cpu_s_per_gib(self) -> float:
         """The workers' CPU (user + system, all of them) per GiB shuffled."""
         return self.worker_cpu_seconds / (self.bytes / 2**30) if self.bytes else 0.0
+
+    @property
+    def worker_read_cpu_s_per_gib(self) -> float:
+        """The workers' CPU (user + system, all of them) per GiB while the reducers read."""
+        return self.worker_read_cpu_seconds / (self.bytes / 2**30) if self.bytes else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -193,6 +199,7 @@ class DemoResult:
             "worker_peak_rss": self.worker_peak_rss,
             "worker_cpu_seconds": round(self.worker_cpu_seconds, 3),
             "worker_cpu_s_per_gib": round(self.worker_cpu_s_per_gib, 3),
+            "worker_read_cpu_s_per_gib": round(self.worker_read_cpu_s_per_gib, 3),
             "errors": self.errors,
         }
 
@@ -308,16 +315,25 @@ def _check(results: list[dict[str, Any]], expected: list[int], written: int) -> 
 
 def _timed(
     job: _Job, budget: int, push_buffer: int, batched_reads: bool, bar: _Bar, pids: list[int]
-) -> tuple[float, float, int, int, list[dict[str, Any]], float]:
+) -> tuple[float, float, int, int, list[dict[str, Any]], float, float]:
     """Push, then read: (shuffle seconds, the workers' CPU seconds, bytes, records, the readers' findings,
-    push seconds)."""
+    push seconds, the workers' CPU seconds from the pushes' end on)."""
     cpu_before = sum(cpu_seconds(pid) for pid in pids)
     started, pushed, written, records = _push(job, budget, push_buffer, bar)
+    cpu_pushed = sum(cpu_seconds(pid) for pid in pids)
     reading, results = _read(job, batched_reads, bar)
     # the reducers' pool start-up is not shuffle time
     seconds = time.perf_counter() - started - (reading - pushed)
-    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
-    return seconds, cpu, written, records, results, pushed - started
+    cpu_after = sum(cpu_seconds(pid) for pid in pids)
+    return (
+        seconds,
+        cpu_after - cpu_before,
+        written,
+        records,
+        results,
+        pushed - started,
+        cpu_after - cpu_pushed,
+    )
 
 
 def run_demo(
@@ -372,13 +388,15 @@ def run_demo(
         bar, pids = _Bar(progress, size), cluster.worker_pids()
         rest = (batched_reads, bar, pids)
         with during(cluster) if during is not None else contextlib.nullcontext():
-            seconds, cpu, written, records, results, push_s = _timed(job, budget, push_buffer, *rest)
+            seconds, cpu, written, records, results, push_s, read_cpu = _timed(
+                job, budget, push_buffer, *rest
+            )
         bar.close()
         peak = max((peak_rss(pid) for pid in pids), default=0)
         app.unregister()
     errors = _check(results, expected, written)
     rate = written / seconds / 1e6
-    found = (mappers, partitions, workers, errors, replicate, peak, cpu, push_s)
+    found = (mappers, partitions, workers, errors, replicate, peak, cpu, push_s, read_cpu)
     return DemoResult(not errors, written, seconds, rate, records, *found)
 
 
