@@ -69,6 +69,8 @@ class AppActor(pykka.ThreadingActor):
         super().__init__()
         self.app_id = app_id
         self.last_seen = now
+        self.started = now
+        self.beats = 0  # heartbeats seen (the expiry's warning says whether any came)
         self.timeout = timeout
         self.shuffles: set[int] = set()
         self._submit = submit
@@ -87,6 +89,7 @@ class AppActor(pykka.ThreadingActor):
         match message:
             case AppHeartbeatSeen(now):
                 self.last_seen = max(self.last_seen, now)
+                self.beats += 1
                 self._expiring = False
             case AppShuffleAdded(sid):
                 self.shuffles.add(sid)
@@ -96,10 +99,13 @@ class AppActor(pykka.ThreadingActor):
                 if not self._expiring and now - self.last_seen > self.timeout:
                     self._expiring = True
                     log.warning(
-                        "app %s sent no heartbeat for %.1fs (timeout %.1fs): expiring it and %d shuffles",
+                        "app %s sent no heartbeat for %.1fs (timeout %.1fs; %d heartbeats seen in the"
+                        " %.1fs since it was registered or the master took over): expiring it and %d shuffles",
                         self.app_id,
                         now - self.last_seen,
                         self.timeout,
+                        self.beats,
+                        now - self.started,
                         len(self.shuffles),
                         extra=id_fields(self.app_id, None),
                     )
