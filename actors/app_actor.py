@@ -99,8 +99,8 @@ class AppActor(pykka.ThreadingActor):
                 if not self._expiring and now - self.last_seen > self.timeout:
                     self._expiring = True
                     log.warning(
-                        "app %s sent no heartbeat for %.1fs (timeout %.1fs; %d heartbeats seen in the"
-                        " %.1fs since it was registered or the master took over): expiring it and %d shuffles",
+                        "app %s sent no heartbeat for %.1fs (timeout %.1fs; %d heartbeats seen in the %.1fs"
+                        " since it was registered or the master took over): expiring it and %d shuffles",
                         self.app_id,
                         now - self.last_seen,
                         self.timeout,
