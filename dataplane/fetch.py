@@ -149,8 +149,10 @@ class FetchHandler:
 
     def _read(self, key: LocationKey, offset: int, length: int, responder: Responder) -> None:
         try:
-            data = self._store.read(key, offset, length)
-            responder.ok(encode_reply(FetchChunkReply(offset, length)), [data])
+            # a view of a pooled buffer, sent zero-copy; this thread keeps no reference to it
+            responder.ok(
+                encode_reply(FetchChunkReply(offset, length)), [self._store.read_view(key, offset, length)]
+            )
         except CroupierError as exc:
             responder.error(exc)
         except Exception as exc:

@@ -46,6 +46,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import blake3
 
@@ -272,6 +273,12 @@ class OverflowStore:
         return found[0] if found is not None else self.inner.committed(key)
 
     def read(self, key: LocationKey, offset: int, length: int) -> bytes:
+        return cast(bytes, self._read(key, offset, length, lend=False))
+
+    def read_view(self, key: LocationKey, offset: int, length: int) -> bytes | memoryview:
+        return self._read(key, offset, length, lend=True)
+
+    def _read(self, key: LocationKey, offset: int, length: int, *, lend: bool) -> bytes | memoryview:
         key.validate()
         with self._lock:
             found = self._committed.get(key)
@@ -279,7 +286,7 @@ class OverflowStore:
         if opened:
             raise NotCommitted(f"{key.app_id}/{key.shuffle_id}/{key.name} is not committed yet")
         if found is None:
-            return self.inner.read(key, offset, length)
+            return self.inner.read_view(key, offset, length) if lend else self.inner.read(key, offset, length)
         check_range(key, offset, length, found[0].index.size)
         if not length:
             return b""

@@ -19,6 +19,14 @@ buffered store writes; any reader may read it.
 A filesystem that refuses ``O_DIRECT`` (tmpfs before Linux 6.6, some FUSE filesystems) is
 found by ``supports_direct`` when the store opens; the store then writes through the page
 cache as before.
+
+Reads for a reply (``lend_direct``, FETCH_CHUNK) go into a buffer of a small process-wide
+pool (:class:`LendPool`) and come back as a view of it, which the reply sends as a zero-copy
+ZeroMQ frame: no copy out of a per-thread buffer. A pooled buffer is taken again only once
+nothing refers to it any more (libzmq has sent the frame and pyzmq dropped the view): every
+view of it holds a reference to it, so its reference count tells. The pool keeps at most
+``LEND_POOL_BYTES``; a read that finds no free buffer and no room for a new one is copied
+out as before (``read_direct``), so a slow reader never makes the pool grow.
 """
 
 from __future__ import annotations
@@ -27,18 +35,31 @@ import contextlib
 import errno
 import mmap
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from croupier.storage._fds import writev_all
 
-__all__ = ["ALIGN", "STAGE", "read_direct", "supports_direct", "write_direct"]
+__all__ = [
+    "ALIGN",
+    "LEND_POOL",
+    "STAGE",
+    "LendPool",
+    "lend_direct",
+    "read_direct",
+    "supports_direct",
+    "write_direct",
+]
 
 ALIGN = 4096
 STAGE = 4 * 1024 * 1024  # bytes a thread stages per write call; reads use up to READ_STAGE
 READ_STAGE = 8 * 1024 * 1024 + 2 * ALIGN
 _GROW = 256 * 1024
+LEND_POOL_BYTES = 64 * 1024 * 1024  # bytes of read buffers kept for replies (lend_direct)
+# Smaller reads are copied out: ZeroMQ copies frames under 64 KiB anyway (transports/_framing.py).
+LEND_MIN = 64 * 1024
 
 _local = threading.local()
 
@@ -126,18 +147,121 @@ def read_direct(fd: int, offset: int, length: int) -> bytes:
     parts: list[bytes] = []
     while at < end:
         start = at - at % ALIGN
-        want = min(len(view), -(-(end - start) // ALIGN) * ALIGN)
-        got = 0
-        while got < want:
-            n = os.preadv(fd, [view[got:want]], start + got)
-            if n <= 0:
-                break
-            got += n
-            if got % ALIGN:  # the end of the file
-                break
+        want_end = start + min(len(view), -(-(end - start) // ALIGN) * ALIGN)
+        got = _readinto(fd, view, start, min(end, want_end), want_end)
         take = min(end, start + got) - at
-        if take <= 0:
-            raise OSError(errno.EIO, f"the file ends at {start + got}, before {end}")
         parts.append(bytes(view[at - start : at - start + take]))
         at += take
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _readinto(fd: int, view: memoryview, start: int, end: int, want_end: int) -> int:
+    """Read the blocks of ``fd`` from ``start`` (aligned) into ``view`` until ``end`` is covered,
+    ``want_end`` (aligned) bytes at most; the bytes read (short only at the end of the file)."""
+    want = want_end - start
+    got = 0
+    while got < want:
+        n = os.preadv(fd, [view[got:want]], start + got)
+        if n <= 0:
+            break
+        got += n
+        if got % ALIGN:  # the end of the file
+            break
+    if start + got < end:
+        raise OSError(errno.EIO, f"the file ends at {start + got}, before {end}")
+    return got
+
+
+class LendPool:
+    """Page-aligned read buffers lent to replies, reused once nothing refers to them.
+
+    A buffer is free when the pool holds the only reference to it: every memoryview of an
+    ``mmap`` (and every slice of such a view) holds one through its buffer. At most
+    ``capacity`` bytes are kept; ``lent`` and ``copied`` count the reads served from the pool
+    and those copied out because no buffer was free.
+    """
+
+    def __init__(self, capacity: int = LEND_POOL_BYTES) -> None:
+        self.capacity = capacity
+        self._bufs: list[mmap.mmap] = []
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.lent = 0
+        self.copied = 0
+        probe = [mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)]
+        self._idle = self._refs(probe, 0)  # the count of a buffer nobody else refers to
+        probe[0].close()
+
+    @staticmethod
+    def _refs(bufs: list[mmap.mmap], i: int) -> int:
+        return sys.getrefcount(bufs[i])
+
+    @property
+    def kept(self) -> int:
+        """Bytes of buffers the pool holds, lent or free."""
+        return self._bytes
+
+    @property
+    def free(self) -> int:
+        """Bytes of buffers the pool holds that nothing else refers to."""
+        with self._lock:
+            bufs = self._bufs
+            return sum(len(bufs[i]) for i in range(len(bufs)) if self._refs(bufs, i) == self._idle)
+
+    def take(self, size: int) -> mmap.mmap | None:
+        """A free buffer of at least ``size`` bytes (a new one if there is room), else None.
+        The caller drops every reference to it but the views it hands out."""
+        with self._lock:
+            bufs = self._bufs
+            best = -1
+            for i in range(len(bufs)):
+                fits = len(bufs[i]) >= size and (best < 0 or len(bufs[i]) < len(bufs[best]))
+                if fits and self._refs(bufs, i) == self._idle:
+                    best = i
+            if best >= 0:
+                self.lent += 1
+                return bufs[best]
+            size = -(-size // _GROW) * _GROW
+            if self._bytes + size > self.capacity:
+                # room made by dropping free buffers that are too small
+                for i in range(len(bufs) - 1, -1, -1):
+                    if self._bytes + size <= self.capacity:
+                        break
+                    if self._refs(bufs, i) == self._idle:
+                        self._bytes -= len(bufs[i])
+                        bufs.pop(i).close()
+                if self._bytes + size > self.capacity:
+                    self.copied += 1
+                    return None
+            buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+            bufs.append(buf)
+            self._bytes += size
+            self.lent += 1
+            return buf
+
+
+LEND_POOL = LendPool()
+
+
+def lend_direct(fd: int, offset: int, length: int, pool: LendPool = LEND_POOL) -> bytes | memoryview:
+    """``length`` bytes at ``offset`` of the ``O_DIRECT`` file ``fd``, as a view of a buffer of
+    ``pool`` (send it and drop it; the buffer is reused once no view of it is left), or copied
+    out (``read_direct``) when the pool has no buffer free.
+
+    Raises:
+        OSError: a read failed, or (``EIO``) the file ends before ``offset + length``.
+    """
+    start = offset - offset % ALIGN
+    end = offset + length
+    want_end = -(-end // ALIGN) * ALIGN
+    buf = pool.take(want_end - start) if length >= LEND_MIN else None
+    if buf is None:
+        return read_direct(fd, offset, length)
+    whole = memoryview(buf)
+    del buf  # from here the view alone holds the buffer
+    try:
+        _readinto(fd, whole, start, end, want_end)
+    except BaseException:
+        whole.release()  # the buffer is free again
+        raise
+    return whole[offset - start : end - start]

@@ -67,11 +67,12 @@ import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from croupier.core import ids
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
-from croupier.storage._direct import read_direct, supports_direct, write_direct
+from croupier.storage._direct import lend_direct, read_direct, supports_direct, write_direct
 from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
 from croupier.storage._fds import (
     READ_FLAGS,
@@ -430,6 +431,13 @@ class DiskPartitionStore:
         return found[0] if found else None
 
     def read(self, key: LocationKey, offset: int, length: int) -> bytes:
+        return cast(bytes, self._read(key, offset, length, lend=False))
+
+    def read_view(self, key: LocationKey, offset: int, length: int) -> bytes | memoryview:
+        """``read``; with ``O_DIRECT``, a view of a pooled buffer (``storage/_direct.py``)."""
+        return self._read(key, offset, length, lend=True)
+
+    def _read(self, key: LocationKey, offset: int, length: int, *, lend: bool) -> bytes | memoryview:
         key.validate()
         with self._lock:
             self._check_open()
@@ -450,7 +458,7 @@ class DiskPartitionStore:
         try:
             with self._fds.use(handle) as fd:
                 if self.direct:
-                    return read_direct(fd, offset, length)
+                    return lend_direct(fd, offset, length) if lend else read_direct(fd, offset, length)
                 data = os.pread(fd, length, offset)
                 if len(data) < length:  # rare: a huge read, or the file shrank underneath us
                     parts = [data]

@@ -84,14 +84,15 @@ class MemoryTier:
                 self.hits += 1
         return data
 
-    def read(self, key: LocationKey, offset: int, length: int) -> bytes | None:
-        """``length`` bytes at ``offset`` of ``key``'s file if kept and in range, else None."""
+    def read(self, key: LocationKey, offset: int, length: int) -> bytes | memoryview | None:
+        """``length`` bytes at ``offset`` of ``key``'s file if kept and in range, else None:
+        the kept bytes themselves, or a view of them (no copy)."""
         data = self.get(key)
         if data is None or offset < 0 or length < 0 or offset + length > len(data):
             return None
         if offset == 0 and length == len(data):
             return data
-        return data[offset : offset + length]
+        return memoryview(data)[offset : offset + length]
 
     def evict(self, app_id: str, shuffle_id: int | None = None) -> int:
         """Drop the locations of one shuffle (or of the whole app); how many were kept."""

@@ -303,6 +303,13 @@ class PartitionStore(Protocol):
         """
         ...
 
+    def read_view(self, key: LocationKey, offset: int, length: int) -> bytes | memoryview:
+        """``read`` for a reply: the bytes may be a view of a pooled buffer that is read into
+        again once no reference to it is left. Hand it to the reply (a zero-copy frame) and
+        keep no other reference; never keep it. Raises as ``read``.
+        """
+        ...
+
     def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
         """Every committed location in the store, sorted by key (for a restarted worker); or
         only those of one app, or of one shuffle (``shuffle_id`` needs ``app_id``).
@@ -541,6 +548,9 @@ class MemoryPartitionStore:
         data = entry[1]
         check_range(key, offset, length, len(data))
         return data[offset : offset + length]
+
+    def read_view(self, key: LocationKey, offset: int, length: int) -> bytes | memoryview:
+        return self.read(key, offset, length)
 
     def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
         check_scope(app_id, shuffle_id)

@@ -3,6 +3,7 @@ files and reads as a buffered store, whatever the sizes of the writes."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import threading
@@ -71,4 +72,81 @@ def test_a_failed_direct_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.M
     f.write([b"x" * 10])
     f.commit(_index(5010))
     assert f.data_path.read_bytes() == first + b"x" * 10
+    store.close()
+
+
+# -- reads lent to replies (lend_direct, FETCH_CHUNK) ---------------------------------------------
+def _committed(tmp_path: Path, data: bytes) -> DiskPartitionStore:
+    store = _store(tmp_path, True)
+    f = store.create(KEY)
+    f.write([data])
+    f.commit(_index(len(data)))
+    return store
+
+
+def test_a_lent_read_is_a_view_of_a_pooled_buffer_reused_once_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = _direct.LendPool(4 * 1024 * 1024)
+    monkeypatch.setattr(_direct, "LEND_POOL", pool)
+    monkeypatch.setattr(_direct.lend_direct, "__defaults__", (pool,))
+    data = os.urandom(3 * 1024 * 1024 + 123)
+    store = _committed(tmp_path, data)
+    view = store.read_view(KEY, 5, 1024 * 1024)
+    assert isinstance(view, memoryview) and isinstance(view.obj, mmap.mmap)  # no copy out
+    assert view == data[5 : 5 + 1024 * 1024]
+    first = id(view.obj)
+    part = view[10:20]  # a slice of it holds the buffer too
+    del view
+    other = store.read_view(KEY, 2 * 1024 * 1024, 1024 * 1024)
+    assert isinstance(other, memoryview) and id(other.obj) != first  # still referred to
+    assert other == data[2 * 1024 * 1024 : 3 * 1024 * 1024]
+    assert part == data[15:25]
+    second = id(other.obj)
+    kept = pool.kept
+    del part, other
+    again = store.read_view(KEY, 0, 100_000)
+    assert isinstance(again, memoryview) and id(again.obj) in (first, second) and again == data[:100_000]
+    assert pool.kept == kept and pool.lent == 3 and pool.copied == 0  # no new buffer
+    assert store.read_view(KEY, 0, 1000) == data[:1000]  # a small read is copied
+    del again
+    store.close()
+
+
+def test_a_slow_reader_does_not_grow_the_pool_past_its_capacity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = _direct.LendPool(2 * 1024 * 1024)
+    monkeypatch.setattr(_direct.lend_direct, "__defaults__", (pool,))
+    data = os.urandom(4 * 1024 * 1024)
+    store = _committed(tmp_path, data)
+    held = [store.read_view(KEY, i * 512 * 1024, 512 * 1024) for i in range(8)]  # never dropped
+    assert pool.kept <= 2 * 1024 * 1024
+    assert pool.copied >= 4 and sum(isinstance(h, bytes) for h in held) == pool.copied
+    assert b"".join(held) == data  # every read right, lent or copied
+    held.clear()
+    assert isinstance(store.read_view(KEY, 0, 1024 * 1024), memoryview)  # free again: lent
+    store.close()
+
+
+def test_a_failed_lent_read_frees_its_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = _direct.LendPool(1024 * 1024)
+    monkeypatch.setattr(_direct.lend_direct, "__defaults__", (pool,))
+    store = _committed(tmp_path, os.urandom(600_000))
+    real = os.preadv
+    monkeypatch.setattr(os, "preadv", lambda *a: (_ for _ in ()).throw(OSError(5, "EIO")))
+    with pytest.raises(Exception, match="EIO"):
+        store.read_view(KEY, 0, 500_000)
+    monkeypatch.setattr(os, "preadv", real)
+    view = store.read_view(KEY, 0, 500_000)
+    assert isinstance(view, memoryview) and pool.kept == 512 * 1024  # the same buffer, lent again
+    store.close()
+
+
+def test_a_buffered_store_reads_views_as_bytes(tmp_path: Path) -> None:
+    store = _store(tmp_path, False)
+    f = store.create(KEY)
+    f.write([b"abc" * 100_000])
+    f.commit(_index(300_000))
+    assert store.read_view(KEY, 3, 6) == b"abcabc"
     store.close()
