@@ -25,9 +25,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[i].add_marker(pytest.mark.integration)
         if reason:
             items[i].add_marker(pytest.mark.skip(reason=reason))
-    # the fault tests last: the workers they kill are dialed again and again by the ZeroMQ
-    # sockets of the master and clients until the package ends, and a PySpark collect() whose
-    # JVM socket got one of those ports read a ZMTP greeting as its auth (2 CI runs failed)
+    # the fault tests last: the workers they kill were dialled again and again by the ZeroMQ
+    # sockets of the master and clients, and a PySpark collect() whose JVM socket got one of
+    # those ports read a ZMTP greeting as its auth (2 CI runs failed). AsyncRpcClient now closes
+    # an idle peer's socket after 30 s (idle_close); the order keeps even those 30 s away
     spark = sorted((items[i] for i in places), key=lambda item: "test_spark_faults" in str(item.fspath))
     for i, item in zip(places, spark, strict=True):
         items[i] = item
