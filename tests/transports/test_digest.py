@@ -31,13 +31,16 @@ def test_the_keyed_seal_vector_and_the_unkeyed_one_stays() -> None:
     assert batch_digest(1, 0, 2, FLAG_SEAL, b"", None) == batch_digest(1, 0, 2, FLAG_SEAL, b"")
 
 
-@pytest.mark.parametrize("size", [0, 1, 64 * 1024, 256 * 1024, 256 * 1024 + 1, 600 * 1024])
+@pytest.mark.parametrize(
+    "size", [0, 1, 16 * 1024 - 21, 16 * 1024, 32 * 1024, 32 * 1024 + 1, 64 * 1024, 256 * 1024 + 1, 600 * 1024]
+)
 def test_keyed_is_blake3_keyed_over_header_and_data_at_every_size(size: int) -> None:
     data = bytes(i % 251 for i in range(size))
     covered = struct.pack("<IIIII", 3, 4, 5, size, 0)
     expected = blake3.blake3(covered + data, key=KEY).digest(length=16)
     assert batch_digest(3, 4, 5, 0, data, KEY) == expected
     assert batch_digest(3, 4, 5, 0, memoryview(data), KEY) == expected
+    assert batch_digest(3, 4, 5, 0, bytearray(data)) == blake3.blake3(covered + data).digest(length=16)
 
 
 def test_a_digest_made_without_the_key_or_with_another_fails_the_keyed_check() -> None:
