@@ -185,3 +185,12 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
     for floor in floors.values():
         assert 0 < floor["direct"]["p50_ms"] <= floor["direct"]["p99_ms"]
     assert "floor (loaded)" in out and "floor (idle)" in out
+
+
+def test_phase_cpu_measures_pushes_and_verified_reads_apart() -> None:
+    from croupier.tools.phase_cpu import phase_cpu
+
+    found = phase_cpu(4 * 1024**2, partitions=8, mappers=2, workers=2, reps=2)
+    assert found["bytes"] >= 4 * 1024**2
+    assert len(found["push_cpu_s_per_gib"]) == len(found["read_cpu_s_per_gib"]) == 2
+    assert found["push_median"] > 0 and found["read_median"] >= 0

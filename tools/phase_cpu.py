@@ -1,0 +1,99 @@
+"""The workers' CPU per GiB of each phase alone: pushes into new shuffles, then reads of one
+pushed shuffle again and again (issue 25). ``croupier bench`` times a whole shuffle; a change
+to one side is seen better here, with repeats of that side on one cluster.
+
+    python -m croupier.tools.phase_cpu [--size 512MiB] [--partitions 64] [--reps 5]
+
+Prints one JSON line: the workers' CPU-s per GiB of each push and of each read (every read
+verified as ``croupier demo`` does), and their medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+from croupier.core.config import WorkerConfig
+from croupier.tools.demo import _Bar, _check, _Job, _push, _read, _record_plan
+from croupier.tools.proc import cpu_seconds
+
+__all__ = ["phase_cpu"]
+
+
+def phase_cpu(
+    size: int,
+    *,
+    partitions: int = 64,
+    mappers: int = 8,
+    workers: int = 3,
+    reps: int = 5,
+    replicate: bool = True,
+) -> dict[str, Any]:
+    """``reps`` pushes of ``size`` bytes into new shuffles, then ``reps`` reads of the last one."""
+    import croupier
+    from croupier.services.local import LocalCluster
+
+    budget = max(1, size // mappers)
+    expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
+    pushes: list[float] = []
+    reads: list[float] = []
+    with (
+        LocalCluster(workers, processes=True, worker_config=WorkerConfig(heartbeat_interval=1.0)) as cluster,
+        croupier.connect(cluster.master_url) as client,
+    ):
+        app = client.register_app("phase-cpu")
+        pids = cluster.worker_pids()
+
+        def cpu() -> float:
+            return sum(cpu_seconds(pid) for pid in pids)
+
+        job: _Job | None = None
+        sh: Any = None
+        written = 0
+        for _ in range(reps):
+            if sh is not None:
+                sh.unregister()
+            sh = app.register_shuffle(num_mappers=mappers, num_partitions=partitions, replicate=replicate)
+            job = _Job(cluster.master_url, sh.handle(), mappers, partitions, 2, "", 0.0)
+            before = cpu()
+            _, _, written, _ = _push(job, budget, 0, _Bar(False, size))
+            sh.summary()  # committed
+            time.sleep(0.5)
+            pushes.append((cpu() - before) / (written / 2**30))
+        if job is None:
+            raise ValueError("reps must be at least 1")
+        for _ in range(reps):
+            before = cpu()
+            _, results = _read(job, True, _Bar(False, size))
+            reads.append((cpu() - before) / (written / 2**30))
+            errors = _check(results, expected, written)
+            if errors:
+                raise RuntimeError(f"a read did not verify: {errors[:3]}")
+    return {
+        "bytes": written,
+        "partitions": partitions,
+        "replicate": replicate,
+        "push_cpu_s_per_gib": [round(x, 3) for x in pushes],
+        "read_cpu_s_per_gib": [round(x, 3) for x in reads],
+        "push_median": round(statistics.median(pushes), 3),
+        "read_median": round(statistics.median(reads), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from croupier.core.config import parse_size
+
+    parser = argparse.ArgumentParser(prog="python -m croupier.tools.phase_cpu")
+    parser.add_argument("--size", default="512MiB")
+    parser.add_argument("--partitions", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(json.dumps(phase_cpu(parse_size(args.size), partitions=args.partitions, reps=args.reps)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
