@@ -336,6 +336,26 @@ def _timed(
     )
 
 
+def _demo_cluster(
+    workers: int,
+    config: WorkerConfig,
+    master_args: list[str] | None,
+    curve: bool,
+    secret_file: str | None,
+) -> LocalCluster:
+    """The demo's cluster, its workers in processes of their own (not started yet)."""
+    from croupier.services.local import LocalCluster
+
+    return LocalCluster(
+        workers,
+        processes=True,
+        worker_config=config,
+        master_args=master_args,
+        curve=curve,
+        secret_file=secret_file,
+    )
+
+
 def run_demo(
     size: int,
     mappers: int,
@@ -364,20 +384,12 @@ def run_demo(
     the map tasks' aggregate write rate, bytes/s (0: unpaced); the reads are never paced.
     """
     import croupier
-    from croupier.services.local import LocalCluster
 
     budget = max(1, size // mappers)
     expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
     config = worker_config or WorkerConfig(heartbeat_interval=1.0)
     with (
-        LocalCluster(
-            workers,
-            processes=True,
-            worker_config=config,
-            master_args=master_args,
-            curve=curve,
-            secret_file=secret_file,
-        ) as cluster,
+        _demo_cluster(workers, config, master_args, curve, secret_file) as cluster,
         croupier.connect(cluster.master_url, curve_server_key=cluster.curve_server_key) as client,
     ):
         app = client.register_app("demo")
