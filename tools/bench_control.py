@@ -6,10 +6,11 @@ log too, interleaved run by run. Runs in the caller's thread; the client process
 any ZooKeeper are stopped before returning.
 
 Each measured run also reports the master's CPU per 1,000 commands (the master runs in
-this process: its user + system time over the run, divided by the commands) and the
-round trip of ``GET_LOCATIONS`` for a 10,000-partition shuffle (100 maps ended), asked
-by one more process every ``PROBE_INTERVAL`` seconds while the MAPPER_ENDs flow. The
-master runs with the GIL switch interval ``croupier master`` sets
+this process: its user + system time over the run, divided by the commands), the client
+processes' CPU per 1,000 commands (they share the machine's cores with the master: at a
+rate's ceiling both count) and the round trip of ``GET_LOCATIONS`` for a 10,000-partition
+shuffle (100 maps ended), asked by one more process every ``PROBE_INTERVAL`` seconds while
+the MAPPER_ENDs flow. The master runs with the GIL switch interval ``croupier master`` sets
 (``croupier.services._lifecycle.master_switch_interval``), put back afterwards.
 """
 
@@ -40,7 +41,8 @@ PROBE_INTERVAL = 0.01
 
 
 def _master_cpu() -> float:
-    """This process's CPU seconds (user + system): the master's, as it runs here."""
+    """This process's CPU seconds (user + system): the master's, as it runs here; in a
+    client process, that client's."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -80,7 +82,8 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int) -> float:
-    """Pipelined MAPPER_ENDs, ``window`` in flight: many executors, as one process."""
+    """Pipelined MAPPER_ENDs, ``window`` in flight: many executors, as one process; returns
+    this process's CPU seconds over the run (its sending and its client thread)."""
     import threading
 
     from croupier.core.commands import encode_command
@@ -97,19 +100,19 @@ def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int
         credits.release()
 
     try:
-        start = time.perf_counter()
+        cpu = _master_cpu()
         for m in maps:
             credits.acquire()
             msg_type, body = encode_command(c.MapperEnd(app_id, shuffle_id, m, 0, 1, ONE_PARTITION))
             client.send(url, msg_type, body, (), done)
         for _ in range(window):
             credits.acquire()
-        elapsed = time.perf_counter() - start
+        cpu = _master_cpu() - cpu
     finally:
         client.stop()
     if failures:
         raise failures[0]
-    return elapsed
+    return cpu
 
 
 def control_rate(
@@ -118,7 +121,8 @@ def control_rate(
     """Send ``commands`` MAPPER_ENDs from ``clients`` processes, ``window`` in flight each.
 
     With ``probe``, a GET_LOCATIONS probe runs alongside (``get_locations_ms``: P50, P99, n).
-    ``master_cpu_ms_per_1000`` is this process's CPU over the run: the master's when it runs here.
+    ``master_cpu_ms_per_1000`` is this process's CPU over the run: the master's when it runs here;
+    ``clients_cpu_ms_per_1000`` the client processes' together (they share the machine with it).
     """
     from croupier.transports.master_client import MasterClient
 
@@ -144,8 +148,7 @@ def control_rate(
             pool.submit(_client, url, app, sid, list(range(i, commands, clients)), window)
             for i in range(clients)
         ]
-        for f in futures:
-            f.result()
+        clients_cpu = sum(f.result() for f in futures)
         seconds = time.perf_counter() - started
         cpu = _master_cpu() - cpu
     result: dict[str, Any] = {
@@ -154,6 +157,7 @@ def control_rate(
         "seconds": round(seconds, 3),
         "per_s": round(commands / seconds),
         "master_cpu_ms_per_1000": round(cpu * 1e6 / commands, 1),
+        "clients_cpu_ms_per_1000": round(clients_cpu * 1e6 / commands, 1),
     }
     if prober is not None:
         stop.set()
@@ -210,6 +214,7 @@ def _summary(got: list[dict[str, Any]], runs: int, commands: int, clients: int) 
         "min_per_s": min(rates),
         "max_per_s": max(rates),
         "master_cpu_ms_per_1000": statistics.median(r["master_cpu_ms_per_1000"] for r in got),
+        "clients_cpu_ms_per_1000": statistics.median(r["clients_cpu_ms_per_1000"] for r in got),
         "get_locations_p50_ms": statistics.median(p["p50"] for p in probes) if probes else None,
         "get_locations_p99_ms": statistics.median(p["p99"] for p in probes) if probes else None,
         "runs": runs,
@@ -246,7 +251,8 @@ def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> di
             f" max {r['max_per_s']}, {r['runs']} runs of {r['commands']} from {r['clients']} clients)"
         )
         print(
-            f"{'':20s} master CPU per 1,000 commands {r['master_cpu_ms_per_1000']} ms (median);"
+            f"{'':20s} CPU per 1,000 commands: master {r['master_cpu_ms_per_1000']} ms, the"
+            f" {r['clients']} clients {r['clients_cpu_ms_per_1000']} ms (medians);"
             f" GET_LOCATIONS of a {PROBE_PARTITIONS:,}-partition shuffle meanwhile:"
             f" P50 {r['get_locations_p50_ms']} ms, P99 {r['get_locations_p99_ms']} ms"
         )
