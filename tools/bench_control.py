@@ -115,6 +115,19 @@ def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int
     return cpu
 
 
+def _register(url: str, commands: int, probe: bool) -> tuple[str, int, int | None]:
+    """A worker, an app and a shuffle of ``commands`` maps (and the probe's shuffle, with ``probe``)."""
+    from croupier.transports.master_client import MasterClient
+
+    with MasterClient(url, timeout=30.0, deadline=60.0) as master:
+        master.request(
+            c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"), RegisterWorkerReply
+        )
+        app = master.request(c.RegisterApp("bench"), RegisterAppReply).app_id
+        sid = master.request(c.RegisterShuffle(app, commands, 1, replicate=False), ShuffleSummary).shuffle_id
+        return app, sid, _probe_shuffle(master, app) if probe else None
+
+
 def control_rate(
     url: str, *, commands: int = 20_000, clients: int = 4, window: int = 32, probe: bool = False
 ) -> dict[str, Any]:
@@ -124,15 +137,7 @@ def control_rate(
     ``master_cpu_ms_per_1000`` is this process's CPU over the run: the master's when it runs here;
     ``clients_cpu_ms_per_1000`` the client processes' together (they share the machine with it).
     """
-    from croupier.transports.master_client import MasterClient
-
-    with MasterClient(url, timeout=30.0, deadline=60.0) as master:
-        master.request(
-            c.RegisterWorker("bench-w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "bench"), RegisterWorkerReply
-        )
-        app = master.request(c.RegisterApp("bench"), RegisterAppReply).app_id
-        sid = master.request(c.RegisterShuffle(app, commands, 1, replicate=False), ShuffleSummary).shuffle_id
-        probe_sid = _probe_shuffle(master, app) if probe else None
+    app, sid, probe_sid = _register(url, commands, probe)
     ctx = multiprocessing.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
     prober = None
