@@ -129,6 +129,7 @@ _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 # Reads of one shuffle: answered at once when every event they can show is durable (the
 # others' replies wait for the group commits queued before them, whatever they read)
 _SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
+_SNAPSHOT_STRETCH = 16  # snapshot_every's multiple that the snapshot interval may grow to
 _TOUCHED_MAX = 10_000
 
 
@@ -259,6 +260,7 @@ class MasterActor(pykka.ThreadingActor):
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
         self._last_snapshot = 0
+        self._snapshot_rows = 0  # the state's rows at the last snapshot (MasterState.rows)
         # seq of the last event folded per (app, shuffle), and of the last one of no shuffle
         self._touched: dict[tuple[str, int], int] = {}
         self._touched_all = 0
@@ -310,6 +312,7 @@ class MasterActor(pykka.ThreadingActor):
         self.state = load_state(self._log)
         self._app_tags.reset({a.app_id: a.key_tag for a in self.state.apps.values()})
         self._last_snapshot = self.state.seq
+        self._snapshot_rows = self.state.rows()
         self._grace_until = now + self._config.takeover_grace
         self._worker_seen = {wid: now for wid in self.state.workers}
         self._stop_apps()
@@ -492,12 +495,21 @@ class MasterActor(pykka.ThreadingActor):
             _answer_now(reply, to_json(body))
         else:
             self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
-        if self.state.seq - self._last_snapshot >= self._config.snapshot_every:
+        if self.state.seq - self._last_snapshot >= self._snapshot_interval():
             self._last_snapshot = self.state.seq
+            self._snapshot_rows = self.state.rows()
             # the state's JSON here (a copy); its encoding and compression (~half of the
             # ~25 ms, zlib without the GIL) on the committer's thread, off this one (issue 27)
             data = self.state.to_json()
             self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data, encode_json))
+
+    def _snapshot_interval(self) -> int:
+        """Events between snapshots. A snapshot costs O(state): the interval grows with the
+        state, so snapshots cost about a row per event, not O(maps) per MAPPER_END (issue 27);
+        at most ``_SNAPSHOT_STRETCH`` times ``snapshot_every``, which bounds a restart's replay
+        and a ZooKeeper log's batches."""
+        every = self._config.snapshot_every
+        return min(max(every, self._snapshot_rows), _SNAPSHOT_STRETCH * every)
 
     def _touch(self, event: Event) -> None:
         """Note the seq of ``event`` (just folded) against its shuffle, or against everything."""

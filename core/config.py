@@ -102,7 +102,10 @@ class MasterConfig:
         app_timeout: an app without heartbeats for this long expires (its shuffles go).
         sweep_interval: how often liveness is checked.
         takeover_grace: after start-up or a takeover, nobody is declared lost for this long.
-        snapshot_every: write a snapshot after this many events.
+        snapshot_every: write a snapshot after at least this many events, and after no
+            fewer than the rows the state held at the last one (``MasterState.rows``), up to
+            16 times this: a snapshot costs O(state), so it stays within about a row per
+            event, and a restart replays at most about the state's size in events.
         max_group_events: at most this many events per group commit.
         max_apps: at most this many live (registered, not yet unregistered or expired)
             apps; one more gets ``QUOTA_EXCEEDED``. Each live app has an actor, which is

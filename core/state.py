@@ -351,6 +351,10 @@ class MasterState:
         return [s for (a, _), s in self.shuffles.items() if a == app]
 
     # -- snapshots -------------------------------------------------------------------------
+    def rows(self) -> int:
+        """The size of the state in a snapshot's rows: workers, apps, shuffles and winners."""
+        return len(self.workers) + len(self.apps) + sum(1 + len(s.winners) for s in self.shuffles.values())
+
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of the whole state (snapshots, admin status, tests)."""
         return {

@@ -56,6 +56,15 @@ def test_replaying_the_log_equals_live_state(cmds: list[Command], seed: int) -> 
     assert fold(log).to_json() == live.to_json()
 
 
+@settings(max_examples=100, deadline=None)
+@given(scenarios, st.integers(0, 2**32))
+def test_the_states_rows_count_what_its_snapshot_holds(cmds: list[Command], seed: int) -> None:
+    state, _ = run(cmds, seed)  # the master's snapshot interval grows with these rows
+    data = state.to_json()
+    held = len(data["workers"]) + len(data["apps"]) + sum(1 + len(s["winners"]) for s in data["shuffles"])
+    assert state.rows() == held
+
+
 @settings(max_examples=200, deadline=None)
 @given(scenarios, st.integers(0, 2**32), st.data())
 def test_snapshot_plus_tail_equals_full_replay(cmds: list[Command], seed: int, data: st.DataObject) -> None:
