@@ -280,3 +280,36 @@ def test_snapshots_cost_at_most_a_few_state_rows_per_event_however_large_the_sta
     assert snapshot is not None
     behind = events - snapshot[0]
     assert behind <= max(3, log.rows[-1]) + 1, (behind, log.rows)  # replay stays O(state)
+
+
+def test_commands_that_trickle_in_one_per_group_snapshot_after_a_bounded_number_of_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large state's interval in events is long; commands that come one per group (one
+    znode each in a ZooKeeper log) still get a snapshot after ``_SNAPSHOT_GROUPS`` groups."""
+    from croupier.actors import master_actor
+
+    monkeypatch.setattr(master_actor, "_SNAPSHOT_GROUPS", 5)
+    log = SnapshotSizes()
+    front = MasterFront(
+        "tcp://127.0.0.1:0", config=MasterConfig(sweep_interval=0, takeover_grace=0, snapshot_every=1000)
+    ).start()
+    try:
+        front.serve(log)
+        with (
+            RpcServer("tcp://127.0.0.1:0", lambda _req, responder: responder.ok({}), name="w") as worker,
+            RpcClient(front.url, timeout=10.0, retries=0) as rpc,
+        ):
+            port = int(worker.url.rsplit(":", 1)[1])
+            call(rpc, c.RegisterWorker("w0", "127.0.0.1", port, 2, 3, 4, 100, "i0"))
+            app = str(call(rpc, c.RegisterApp("job"))["app_id"])
+            sid = int(call(rpc, c.RegisterShuffle(app, 40, 1, replicate=False))["shuffle_id"])
+            for m in range(40):  # one at a time: one group each
+                assert call(rpc, c.MapperEnd(app, sid, m, 0, 1, encode_bitmap(b"\x01")))["won"] is True
+            events = front.inspect(lambda state: state.seq)
+            assert events is not None
+    finally:
+        front.stop()
+    snapshot = log.latest_snapshot()
+    assert snapshot is not None and len(log.rows) >= 6, log.rows  # 43 groups, far below 1,000 events
+    assert events - snapshot[0] <= 6
