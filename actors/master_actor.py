@@ -499,13 +499,16 @@ class MasterActor(pykka.ThreadingActor):
         else:
             self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
         if self._snapshot_due():
-            self._last_snapshot = self.state.seq
-            self._snapshot_rows = self.state.rows()
-            self._snapshot_groups = self._committer.groups
-            # the state's JSON here (a copy); its encoding and compression (~half of the
-            # ~25 ms, zlib without the GIL) on the committer's thread, off this one (issue 27)
-            data = self.state.to_json()
-            self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data, encode_json))
+            self._snapshot()
+
+    def _snapshot(self) -> None:
+        self._last_snapshot = self.state.seq
+        self._snapshot_rows = self.state.rows()
+        self._snapshot_groups = self._committer.groups
+        # the state's JSON here (a copy); its encoding and compression (~half of the
+        # ~25 ms, zlib without the GIL) on the committer's thread, off this one (issue 27)
+        data = self.state.to_json()
+        self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data, encode_json))
 
     def _snapshot_due(self) -> bool:
         """Whether to snapshot now. A snapshot costs O(state): the interval in events grows
