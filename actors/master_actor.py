@@ -99,6 +99,7 @@ from croupier.core.replies import (
     StatusReply,
     WorkerHeartbeatReply,
 )
+from croupier.core.snapshot_policy import SnapshotPolicy
 from croupier.core.state import MasterState, apply, encode_snapshot
 from croupier.ha.eventlog import EventLog
 from croupier.ha.group_commit import GroupCommitter
@@ -129,8 +130,6 @@ _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 # Reads of one shuffle: answered at once when every event they can show is durable (the
 # others' replies wait for the group commits queued before them, whatever they read)
 _SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
-_SNAPSHOT_STRETCH = 16  # snapshot_every's multiple that the snapshot interval may grow to
-_SNAPSHOT_GROUPS = 10_000  # at most this many groups past a snapshot (a ZooKeeper log's znodes)
 _TOUCHED_MAX = 10_000
 
 
@@ -260,9 +259,7 @@ class MasterActor(pykka.ThreadingActor):
         self._pushed: dict[str, dict[tuple[str, int], int]] = {}  # worker -> its last ``pushed`` report
         self._apps: dict[str, pykka.ActorRef[AppActor]] = {}
         self._grace_until = 0.0
-        self._last_snapshot = 0
-        self._snapshot_rows = 0  # the state's rows at the last snapshot (MasterState.rows)
-        self._snapshot_groups = 0  # the committer's groups at the last snapshot
+        self._snapshots = SnapshotPolicy(config.snapshot_every)  # the interval grows with the state
         # seq of the last event folded per (app, shuffle), and of the last one of no shuffle
         self._touched: dict[tuple[str, int], int] = {}
         self._touched_all = 0
@@ -313,9 +310,7 @@ class MasterActor(pykka.ThreadingActor):
         now = self._clock()
         self.state = load_state(self._log)
         self._app_tags.reset({a.app_id: a.key_tag for a in self.state.apps.values()})
-        self._last_snapshot = self.state.seq
-        self._snapshot_rows = self.state.rows()
-        self._snapshot_groups = self._committer.groups
+        self._snapshots.taken(self.state.seq, self.state.rows(), self._committer.groups)
         self._grace_until = now + self._config.takeover_grace
         self._worker_seen = {wid: now for wid in self.state.workers}
         self._stop_apps()
@@ -498,32 +493,14 @@ class MasterActor(pykka.ThreadingActor):
             _answer_now(reply, to_json(body))
         else:
             self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
-        if self._snapshot_due():
+        if self._snapshots.due(self.state.seq, self._committer.groups):
             self._snapshot()
 
     def _snapshot(self) -> None:
-        self._last_snapshot = self.state.seq
-        self._snapshot_rows = self.state.rows()
-        self._snapshot_groups = self._committer.groups
-        # the state's JSON here (a copy); its encoding and compression (~half of the
-        # ~25 ms, zlib without the GIL) on the committer's thread, off this one (issue 27)
+        self._snapshots.taken(self.state.seq, self.state.rows(), self._committer.groups)
+        # the state's JSON here (a copy); its encoding and compression on the committer's thread
         data = self.state.to_json()
         self._committer.submit_snapshot(self.state.seq, lambda: encode_snapshot(data, encode_json))
-
-    def _snapshot_due(self) -> bool:
-        """Whether to snapshot now. A snapshot costs O(state): the interval in events grows
-        with the state, so snapshots cost about a row per event, not O(maps) per MAPPER_END
-        (issue 27), up to ``_SNAPSHOT_STRETCH`` times ``snapshot_every``, which bounds a
-        restart's replay. Commands that trickle in one per group snapshot after
-        ``_SNAPSHOT_GROUPS`` groups at the latest: a ZooKeeper log holds a znode per group,
-        and a takeover lists them all."""
-        since = self.state.seq - self._last_snapshot
-        if since <= 0:
-            return False
-        every = self._config.snapshot_every
-        if since >= min(max(every, self._snapshot_rows), _SNAPSHOT_STRETCH * every):
-            return True
-        return self._committer.groups - self._snapshot_groups >= _SNAPSHOT_GROUPS
 
     def _touch(self, event: Event) -> None:
         """Note the seq of ``event`` (just folded) against its shuffle, or against everything."""

@@ -286,10 +286,10 @@ def test_commands_that_trickle_in_one_per_group_snapshot_after_a_bounded_number_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A large state's interval in events is long; commands that come one per group (one
-    znode each in a ZooKeeper log) still get a snapshot after ``_SNAPSHOT_GROUPS`` groups."""
-    from croupier.actors import master_actor
+    znode each in a ZooKeeper log) still get a snapshot after ``MAX_GROUPS`` groups."""
+    from croupier.core import snapshot_policy
 
-    monkeypatch.setattr(master_actor, "_SNAPSHOT_GROUPS", 5)
+    monkeypatch.setattr(snapshot_policy, "MAX_GROUPS", 5)
     log = SnapshotSizes()
     front = MasterFront(
         "tcp://127.0.0.1:0", config=MasterConfig(sweep_interval=0, takeover_grace=0, snapshot_every=1000)
