@@ -171,7 +171,8 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
     assert code == 0
     assert set(found["mb_per_s"]) == {"scraped", "quiet"} and found["scraped_over_quiet"] > 0
     (run,) = found["scraped_runs"]
-    assert run["counters_match"] and run["shuffle_bytes"] > 8 * 1024**2
+    assert run["counters_match"], (run["shuffle_bytes"], run["counted"])
+    assert run["shuffle_bytes"] > 8 * 1024**2
     assert run["push_ack"]["count"] >= 1 and run["push_ack"]["p99_ms"] > 0
     assert run["fetch_chunk"]["count"] >= 1  # FETCH_SMALL reads many small copies in one reply
     assert "push ack P50" in out

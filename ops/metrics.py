@@ -67,18 +67,17 @@ class _Timed:
     def done(self) -> bool:
         return self._inner.done
 
+    # counted before the reply leaves: a client that scrapes once it has its reply sees its bytes
     def ok(self, body: dict[str, Any] | None = None, payloads: Sequence[Any] = ()) -> None:
-        first = not self._inner.done
-        self._inner.ok(body, payloads)
-        if first:
+        if not self._inner.done:
             size = sum(map(len, payloads)) if payloads else 0
             self._on_reply(self._request, time.perf_counter() - self._t0, None, size)
+        self._inner.ok(body, payloads)
 
     def error(self, exc: CroupierError) -> None:
-        first = not self._inner.done
-        self._inner.error(exc)
-        if first:
+        if not self._inner.done:
             self._on_reply(self._request, time.perf_counter() - self._t0, exc, 0)
+        self._inner.error(exc)
 
 
 def _wrap(handler: Handler, on_reply: OnReply) -> Handler:

@@ -255,3 +255,37 @@ def test_master_latency_buckets_count_each_reply_once_at_its_bound() -> None:
     family = next(iter(_LatencyCollector(stats).collect()))
     got = {s.labels["le"]: s.value for s in family.samples if s.name.endswith("_bucket")}
     assert (got["0.001"], got["0.0025"], got["0.005"], got["10.0"], got["+Inf"]) == (0, 1, 2, 2, 3)
+
+
+class CountingResponder(FakeResponder):
+    """Reads the byte counters at the moment the reply leaves: a client that scrapes as soon as
+    it has its reply must see its bytes counted."""
+
+    def __init__(self, registry: CollectorRegistry, name: str) -> None:
+        super().__init__()
+        self._seen = (registry, name)
+        self.counted_at_reply = -1.0
+
+    def ok(self, body: dict[str, Any] | None = None, payloads: Any = ()) -> None:
+        self.counted_at_reply = value(self._seen[0], self._seen[1], app="a")
+        super().ok(body, payloads)
+
+
+@pytest.mark.parametrize(
+    ("port", "msg_type", "reply", "name", "expected"),
+    [
+        ("push", MsgType.PUSH, [], "croupier_worker_push_bytes_total", 74),
+        ("replicate", MsgType.REPLICATE, [], "croupier_worker_replicate_bytes_total", 74),
+        ("fetch", MsgType.FETCH_CHUNK, [b"y" * 300], "croupier_worker_fetch_bytes_total", 300),
+    ],
+)
+def test_the_bytes_are_counted_before_the_reply_leaves(
+    port: str, msg_type: MsgType, reply: list[bytes], name: str, expected: int
+) -> None:
+    m = WorkerMetrics()
+    resp = CountingResponder(m.registry, name)
+    m.watch(port, lambda req, r: r.ok({}, reply))(
+        request(msg_type, {"app_id": "a"}, [b"h" * 64, b"x" * 10]), cast(Responder, resp)
+    )
+    assert resp.counted_at_reply == expected
+    assert value(m.registry, name, app="a") == expected  # and once only
