@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, Union
 
+from croupier.core.codec_compile import Fast, compile_decoder, compile_encoder
 from croupier.core.errors import BadRequest
 
 __all__ = ["OMITTED_WHEN_NONE", "from_json", "to_json"]
@@ -85,16 +86,7 @@ def _dataclass_encoder(cls: type) -> Encoder:
         for f in dataclasses.fields(cls)
     ]
 
-    def encode(obj: Any, seen: dict[int, tuple[Any, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, plain, omit_none in fields:
-            value = getattr(obj, name)
-            if value is None:
-                if not omit_none:
-                    out[name] = None
-            else:
-                out[name] = value if plain else _encode(value, seen)
-        return out
+    encode = compile_encoder(fields, _encode)  # straight-line code (codec_compile)
 
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen:
@@ -121,11 +113,13 @@ def _is_plain(tp: Any) -> bool:
 Converter = Callable[[Any, str], Any]
 # an int key as JSON spells it: ASCII digits only ("²".isdigit() is true), never more than an int id holds
 _INT_KEY = re.compile(r"-?[0-9]{1,19}")
-_PLANS: dict[type, tuple[list[tuple[str, Converter, bool]], frozenset[str]]] = {}
+Plan = tuple[list[tuple[str, Converter, bool]], frozenset[str], Fast]
+_PLANS: dict[type, Plan] = {}
 
 
-def _plan(cls: type) -> tuple[list[tuple[str, Converter, bool]], frozenset[str]]:
-    """Per class, once: each field's name, converter and whether it is required."""
+def _plan(cls: type) -> Plan:
+    """Per class, once: each field's name, converter and whether it is required; the names;
+    the compiled fast path (``codec_compile.compile_decoder``)."""
     plan = _PLANS.get(cls)
     if plan is None:
         hints = typing.get_type_hints(cls)
@@ -138,8 +132,15 @@ def _plan(cls: type) -> tuple[list[tuple[str, Converter, bool]], frozenset[str]]
             for f in dataclasses.fields(cls)
             if f.init
         ]
-        plan = _PLANS[cls] = (fields, frozenset(name for name, _, _ in fields))
+        fast = compile_decoder(cls, fields, _inline_checks())
+        plan = _PLANS[cls] = (fields, frozenset(name for name, _, _ in fields), fast)
     return plan
+
+
+def _inline_checks() -> dict[Converter, str]:
+    """The converters that ``compile_decoder`` may inline: each expression is true exactly
+    when the converter returns ``{v}`` unchanged (``_str`` checks more of a non-ASCII one)."""
+    return {_int: "type({v}) is int", _bool: "type({v}) is bool", _str: "type({v}) is str and {v}.isascii()"}
 
 
 def from_json(cls: type[T], data: Any, path: str = "") -> T:
@@ -151,7 +152,18 @@ def from_json(cls: type[T], data: Any, path: str = "") -> T:
     where = path or cls.__name__
     if not isinstance(data, dict):
         raise BadRequest(f"{where}: expected an object, got {type(data).__name__}")
-    fields, names = _plan(cls)
+    try:  # the common case: every field, each well-formed; else the checks say what is wrong
+        built = _plan(cls)[2](data)
+    except (BadRequest, TypeError, ValueError):
+        built = None
+    if built is not None:
+        return typing.cast(T, built)
+    return _checked_from_json(cls, data, where)
+
+
+def _checked_from_json(cls: type[T], data: dict[str, Any], where: str) -> T:
+    """``from_json`` field by field, each converter told its path: the errors come from here."""
+    fields, names, _ = _plan(cls)
     kwargs: dict[str, Any] = {}
     for name, convert, required in fields:
         if name in data:

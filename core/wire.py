@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from croupier.core.batch import MAX_BATCH_BYTES
 from croupier.core.errors import BadRequest
@@ -37,6 +36,7 @@ __all__ = [
     "MsgType",
     "decode_body",
     "encode_body",
+    "encode_header",
 ]
 
 MAGIC = b"CRPR"
@@ -102,9 +102,9 @@ class MsgType(IntEnum):
 _KINDS = {int(k): k for k in (Kind.REQUEST, Kind.REPLY)}  # a dict lookup: Kind(x) costs microseconds
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
-    """One decoded header frame."""
+class Header(NamedTuple):
+    """One decoded header frame (a named tuple: immutable, and built in a third of a frozen
+    dataclass's time, on every message)."""
 
     kind: Kind
     msg_type: int
@@ -136,6 +136,12 @@ class Header:
         if known is None:
             raise BadRequest(f"unknown message kind {kind}")
         return cls(known, msg_type, request_id, status, flags, version)
+
+
+def encode_header(kind: Kind, msg_type: int, request_id: int, status: int = 0, flags: int = 0) -> bytes:
+    """``Header(kind, msg_type, request_id, status, flags).encode()`` without the object (on
+    every reply and request: a frozen dataclass costs a microsecond to build)."""
+    return _STRUCT.pack(MAGIC, VERSION, int(kind), msg_type, request_id, status, flags)
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from croupier.core.errors import BadRequest, CroupierError, InternalError
-from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType
+from croupier.core.wire import HEADER_SIZE, MAGIC, Header, Kind, MsgType, encode_header
 from croupier.transports._json import decode_body, encode_body
 
 __all__ = [
@@ -40,9 +39,9 @@ _IDS = struct.Struct("<HQ")
 _AUTH_FLAG = 1
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedMessage:
-    """A checked message: header, JSON body, the auth frame (header flag bit 0) and raw payload views."""
+class ParsedMessage(NamedTuple):
+    """A checked message: header, JSON body, the auth frame (header flag bit 0) and raw payload
+    views (a named tuple, as ``Header``: one per message)."""
 
     header: Header
     body: dict[str, Any]
@@ -116,8 +115,7 @@ def reply_frames(
     msg_type: int, request_id: int, status: int, body: bytes, payloads: Sequence[Payload] = ()
 ) -> Frames:
     """Frames of a reply: ``[header, body, *payloads]``."""
-    header = Header(Kind.REPLY, msg_type, request_id, status).encode()
-    return [header, body, *payloads]
+    return [encode_header(Kind.REPLY, msg_type, request_id, status), body, *payloads]
 
 
 def type_name(msg_type: int) -> str:

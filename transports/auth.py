@@ -39,7 +39,7 @@ import blake3
 
 from croupier.core.access import Access, Scheme, access_of, allows
 from croupier.core.errors import CroupierError, Unauthorized
-from croupier.core.wire import HEADER_SIZE, Header, Kind
+from croupier.core.wire import HEADER_SIZE, Kind, encode_header
 from croupier.transports.secret import ClusterSecret
 
 __all__ = [
@@ -195,8 +195,8 @@ def request_frames(
     """``[header, body, (auth), *payloads]`` of one request, signed when ``signer`` has a key for it."""
     creds = signer.credentials(msg_type, body) if signer is not None else None
     if creds is None:
-        return [Header(Kind.REQUEST, msg_type, request_id).encode(), data, *payloads]
-    header = Header(Kind.REQUEST, msg_type, request_id, flags=AUTH_FLAG).encode()
+        return [encode_header(Kind.REQUEST, msg_type, request_id), data, *payloads]
+    header = encode_header(Kind.REQUEST, msg_type, request_id, flags=AUTH_FLAG)
     auth = sign_request(creds[0], creds[1], header, data, payloads[0] if payloads else None)
     return [header, data, auth, *payloads]
 

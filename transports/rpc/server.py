@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 import zmq
 
@@ -73,9 +73,9 @@ def _nbytes(frames: Frames) -> int:
         return sum(len(f) for f in frames if isinstance(f, bytes | bytearray | memoryview))
 
 
-@dataclass(frozen=True)
-class Request:
-    """One well-formed request, as the handler sees it.
+class Request(NamedTuple):
+    """One well-formed request, as the handler sees it (immutable: a named tuple, which costs a
+    third of a frozen dataclass to build, once per request).
 
     ``payloads`` are zero-copy views of the received frames; they stay valid as
     long as a reference to them is kept. ``scheme`` is what the request proved
