@@ -65,7 +65,8 @@ def test_the_compiled_paths_agree_with_the_field_by_field_ones(cls: type, data: 
     # a valid object and a mutated one: the same instance, or the same error with its path
     names = [f.name for f in dataclasses.fields(cls)]
     mutated = dict(encoded)
-    if names and data.draw(st.booleans()):
+    change: bool = data.draw(st.booleans())
+    if names and change:
         mutated[data.draw(st.sampled_from(names))] = data.draw(JSON)
     if data.draw(st.booleans()):
         mutated[data.draw(st.text(max_size=4))] = data.draw(JSON)
