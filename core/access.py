@@ -43,6 +43,7 @@ ACCESS: dict[int, Access] = {
     MsgType.REGISTER_SHUFFLE: Access.APP,
     MsgType.REVIVE_PARTITION: Access.APP,
     MsgType.MAPPER_END: Access.APP,
+    MsgType.MAPPER_END_BATCH: Access.APP,
     MsgType.GET_LOCATIONS: Access.APP,
     MsgType.GET_LOCATIONS_BATCH: Access.APP,
     MsgType.UNREGISTER_SHUFFLE: Access.APP,

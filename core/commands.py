@@ -32,6 +32,7 @@ __all__ = [
     "GetShuffle",
     "LoseWorker",
     "MapperEnd",
+    "MapperEndBatch",
     "Ping",
     "RegisterApp",
     "RegisterShuffle",
@@ -52,6 +53,7 @@ __all__ = [
 MAX_PARTITIONS = 1_000_000
 MAX_MAPPERS = 10_000_000
 MAX_PARTITIONS_PER_CALL = 10_000  # GetLocationsBatch
+MAX_ENDS_PER_CALL = 1_000  # MapperEndBatch: map attempts per call
 MAX_RERUN_MAPS = 100_000  # RerunMaps: map ids per call
 MAX_HELD = 1_000  # WorkerHeartbeat.held: (app, shuffle) keys asked about per heartbeat
 MAX_DIRS = 256  # WorkerHeartbeat.dirs: data directories reported per heartbeat
@@ -354,6 +356,36 @@ class MapperEnd(Command):
 
 
 @dataclass(frozen=True, slots=True)
+class MapperEndBatch(Command):
+    """``MapperEnd`` of several map attempts of one shuffle in one call.
+
+    ``ends`` holds ``(map_id, attempt_id, touched, partitions)``, each a ``MapperEnd``'s
+    fields, decided in order as that ``MapperEnd`` would be (the same events, the same
+    reply): one request, one signature and one reply for up to ``MAX_ENDS_PER_CALL`` of them.
+    """
+
+    TYPE = MsgType.MAPPER_END_BATCH
+    app_id: str
+    shuffle_id: int
+    ends: tuple[tuple[int, int, int, str], ...]
+
+    def validate(self) -> None:
+        _shuffle(self)
+        if not 1 <= len(self.ends) <= MAX_ENDS_PER_CALL:
+            raise BadRequest(f"ends lists 1 to {MAX_ENDS_PER_CALL} map attempts, got {len(self.ends)}")
+        for i, end in enumerate(self.ends):
+            try:
+                MapperEnd(self.app_id, self.shuffle_id, *end).validate()
+            except BadRequest as exc:
+                raise BadRequest(f"ends[{i}]: {exc.message}") from None
+
+    def commands(self) -> list[MapperEnd]:
+        """The ``MapperEnd`` of each entry, in order (``validate`` has checked them)."""
+        app, shuffle = self.app_id, self.shuffle_id
+        return [MapperEnd(app, shuffle, m, a, t, p) for m, a, t, p in self.ends]
+
+
+@dataclass(frozen=True, slots=True)
 class ReportCommit(Command):
     """Commit results gathered from the workers: failed copies, missing seals and totals.
 
@@ -547,6 +579,7 @@ COMMAND_TYPES: dict[int, type[Command]] = {
         RegisterShuffle,
         RevivePartition,
         MapperEnd,
+        MapperEndBatch,
         ReportCommit,
         ReportOffload,
         GetLocations,

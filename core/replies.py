@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from croupier.core.codec import OMITTED_WHEN_NONE, from_json
 from croupier.core.enums import CopyRole, WorkerStatus
-from croupier.core.errors import BadRequest, InternalError
+from croupier.core.errors import BadRequest, CroupierError, InternalError, error_from_wire
 from croupier.core.proof import WinnerRuns
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "WorkerHeartbeatReply",
     "WorkerRow",
     "decode_reply",
+    "mapper_end_results",
 ]
 
 R = TypeVar("R")
@@ -221,6 +222,26 @@ class MapperEndReply:
     winner: int
     won: bool
     all_ended: bool
+
+
+def mapper_end_results(body: Any, n: int) -> list[MapperEndReply | CroupierError]:
+    """The ``n`` results of a ``MAPPER_END_BATCH`` reply, in the order of its entries: each a
+    ``MapperEndReply``, or the error that entry's ``MAPPER_END`` would have got.
+
+    Raises:
+        InternalError: the body is not ``{"results": [...]}`` of ``n`` well-formed entries.
+    """
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list) or len(results) != n:
+        raise InternalError(f"malformed reply from the master to MapperEndBatch: expected {n} results")
+    out: list[MapperEndReply | CroupierError] = []
+    for i, entry in enumerate(results):
+        error = entry.get("error") if isinstance(entry, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("status"), int):
+            out.append(error_from_wire(error["status"], error))
+        else:
+            out.append(decode_reply(MapperEndReply, entry, f"MapperEndBatch (entry {i})"))
+    return out
 
 
 Ranges = tuple[tuple[int, int], ...]

@@ -87,6 +87,7 @@ class MsgType(IntEnum):
     STATUS = 40
     TAKE_OVER = 41
     REPORT_OFFLOAD = 42
+    MAPPER_END_BATCH = 43
     # worker data plane (JSON body + raw payload frames, see core/dataplane.py)
     PUSH = 50
     REPLICATE = 51

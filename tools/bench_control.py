@@ -81,31 +81,44 @@ def _quantile(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else float("nan")
 
 
-def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int) -> float:
+def _client(url: str, app_id: str, shuffle_id: int, maps: list[int], window: int, batch: int = 1) -> float:
     """Pipelined MAPPER_ENDs, ``window`` in flight: many executors, as one process; returns
-    this process's CPU seconds over the run (its sending and its client thread)."""
+    this process's CPU seconds over the run (its sending and its client thread). With
+    ``batch`` > 1, ``batch`` of them per ``MAPPER_END_BATCH`` request (what a client that
+    coalesces its tasks' ends sends), each of the results checked."""
     import threading
 
     from croupier.core.commands import encode_command
     from croupier.transports.async_rpc import AsyncRpcClient
 
-    credits = threading.Semaphore(window)
+    requests = max(1, window // batch)
+    credits = threading.Semaphore(requests)
     failures: list[BaseException] = []
     client = AsyncRpcClient(timeout=60.0, name="bench")
     client.start()
 
-    def done(reply: object, error: BaseException | None) -> None:
+    def done(reply: Any, error: BaseException | None) -> None:
         if error is not None:
             failures.append(error)
+        elif batch > 1:
+            results = reply.body["results"]
+            if not all(r.get("won") for r in results):
+                failures.append(RuntimeError(f"a batch's entry did not win: {results}"))
         credits.release()
 
     try:
         cpu = _master_cpu()
-        for m in maps:
+        for i in range(0, len(maps), batch):
             credits.acquire()
-            msg_type, body = encode_command(c.MapperEnd(app_id, shuffle_id, m, 0, 1, ONE_PARTITION))
+            group = maps[i : i + batch]
+            command: c.Command = (
+                c.MapperEnd(app_id, shuffle_id, group[0], 0, 1, ONE_PARTITION)
+                if batch == 1
+                else c.MapperEndBatch(app_id, shuffle_id, tuple((m, 0, 1, ONE_PARTITION) for m in group))
+            )
+            msg_type, body = encode_command(command)
             client.send(url, msg_type, body, (), done)
-        for _ in range(window):
+        for _ in range(requests):
             credits.acquire()
         cpu = _master_cpu() - cpu
     finally:
@@ -129,7 +142,13 @@ def _register(url: str, commands: int, probe: bool) -> tuple[str, int, int | Non
 
 
 def control_rate(
-    url: str, *, commands: int = 20_000, clients: int = 4, window: int = 32, probe: bool = False
+    url: str,
+    *,
+    commands: int = 20_000,
+    clients: int = 4,
+    window: int = 32,
+    probe: bool = False,
+    batch: int = 1,
 ) -> dict[str, Any]:
     """Send ``commands`` MAPPER_ENDs from ``clients`` processes, ``window`` in flight each.
 
@@ -150,7 +169,7 @@ def control_rate(
         cpu = _master_cpu()
         started = time.perf_counter()
         futures = [
-            pool.submit(_client, url, app, sid, list(range(i, commands, clients)), window)
+            pool.submit(_client, url, app, sid, list(range(i, commands, clients)), window, batch)
             for i in range(clients)
         ]
         clients_cpu = sum(f.result() for f in futures)
@@ -159,6 +178,7 @@ def control_rate(
     result: dict[str, Any] = {
         "commands": commands,
         "clients": clients,
+        "batch": batch,
         "seconds": round(seconds, 3),
         "per_s": round(commands / seconds),
         "master_cpu_ms_per_1000": round(cpu * 1e6 / commands, 1),

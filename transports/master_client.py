@@ -25,14 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar, cast
 
-from croupier.core.commands import Command, encode_command
+from croupier.core.commands import Command, MapperEnd, encode_command
 from croupier.core.errors import CroupierError, NotLeader, RequestTimeout, Unavailable
-from croupier.core.replies import decode_reply
+from croupier.core.replies import MapperEndReply, decode_reply
 from croupier.core.urls import parse_master_url
 from croupier.transports.auth import Signer
 from croupier.transports.curve import CurveClient
+from croupier.transports.end_coalescer import EndCoalescer
 from croupier.transports.rpc import RpcClient
 
 __all__ = ["LeaderLookup", "MasterClient"]
@@ -72,7 +73,8 @@ def _installed_lookup(url: str, timeout: float) -> LeaderLookup:
 
 
 class MasterClient:
-    """Thread-safe client of the master (one RPC at a time).
+    """Thread-safe client of the master (one RPC at a time). ``MapperEnd``s of concurrent
+    callers are sent together as ``MAPPER_END_BATCH`` (``ends``, an ``EndCoalescer``).
 
     Parameters:
         url: ``tcp://h:p[,tcp://h:p...]`` or ``zk://hosts/root``.
@@ -122,6 +124,7 @@ class MasterClient:
         self._current = 0
         self._lock = threading.Lock()
         self._closed = False
+        self.ends = EndCoalescer(self.call)  # concurrent MapperEnds, sent together
 
     def _client(self, endpoint: str) -> RpcClient:
         client = self._clients.get(endpoint)
@@ -179,6 +182,8 @@ class MasterClient:
                 message names the field).
             CroupierError: the master refused the command, or no leader answered in time.
         """
+        if type(command) is MapperEnd and reply_type is MapperEndReply and timeout is None:
+            return cast(R, self.ends.end(command))
         body = self.call(command, timeout=timeout)
         return decode_reply(reply_type, body, type(command).__name__)
 

@@ -98,6 +98,7 @@ def _sample(cls: type, name: str) -> Any:
         "leader": "tcp://h:1",
         "host": "h",
         "copies": ((0, 0, "primary", 1, "0" * 64),),  # REPORT_OFFLOAD: partition, epoch, role, size, digest
+        "ends": ((0, 0, 1, "AQ=="), (1, 0, 1, "AQ==")),  # MAPPER_END_BATCH: map, attempt, touched, bitmap
     }
     if name in named:
         return named[name]
