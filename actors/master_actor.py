@@ -45,7 +45,6 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pykka
@@ -53,6 +52,20 @@ import pykka
 from croupier.actors.app_actor import AppActor, AppHeartbeatSeen, AppShuffleAdded, AppShuffleRemoved, AppTick
 from croupier.actors.burst_gate import BurstGate, ReplyFn
 from croupier.actors.commit_coordinator import CommitCoordinator, commit_plan, control_urls
+from croupier.actors.master_messages import (
+    Describe,
+    GetStatus,
+    Inspect,
+    Reload,
+    SetWritable,
+    Submit,
+    SubmitMany,
+    Tick,
+    UnsignedRegisterApp,
+    answer_now,
+    deliver,
+    with_timeouts,
+)
 from croupier.actors.reservations import ReservationSender, Send, reserves, shuffle_reserves
 from croupier.core.codec import to_json
 from croupier.core.commands import (
@@ -63,6 +76,7 @@ from croupier.core.commands import (
     GetLocationsBatch,
     GetShuffle,
     LoseWorker,
+    MapperEnd,
     RegisterApp,
     RegisterShuffle,
     RegisterWorker,
@@ -73,7 +87,7 @@ from croupier.core.commands import (
     full_workers,
 )
 from croupier.core.config import MasterConfig
-from croupier.core.decide import decide
+from croupier.core.decide import Decision, decide
 from croupier.core.enums import WorkerStatus
 from croupier.core.errors import CroupierError, InternalError, Unauthorized, Unavailable
 from croupier.core.events import (
@@ -92,12 +106,8 @@ from croupier.core.offload_progress import offload_row
 from croupier.core.placement import ewma, load_score
 from croupier.core.quotas import QuotaContext, default_quotas, sum_pushed, tenant_rows
 from croupier.core.replies import (
-    AppHeartbeatReply,
     MasterInfo,
-    RegisterAppReply,
-    RegisterWorkerReply,
     StatusReply,
-    WorkerHeartbeatReply,
 )
 from croupier.core.snapshot_policy import SnapshotPolicy
 from croupier.core.state import MasterState, apply, encode_snapshot
@@ -131,75 +141,10 @@ _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 # others' replies wait for the group commits queued before them, whatever they read)
 _SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
 _TOUCHED_MAX = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Submit:
-    command: Command
-    reply: ReplyFn | None
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitMany:
-    """A burst of commands read together, one actor message; ``validated``: by ``decode_command``."""
-
-    items: list[tuple[Command, ReplyFn | None]]
-    validated: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class UnsignedRegisterApp(RegisterApp):
-    """A ``REGISTER_APP`` that came unsigned (PROTOCOL §2.1): it may create its app, but a
-    repeat naming a registered app is ``UNAUTHORIZED`` (the reply would hand out its key)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Run the liveness sweep at time ``now``."""
-
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Reload:
-    """Rebuild the state from the log (after a failed append, or when the log is reachable again)."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class SetWritable:
-    """Accept (True) or refuse (False) commands that log events; reads go on either way."""
-
-    writable: bool
-    reason: str = ""
-
-
-def _with_timeouts(body: Any, config: MasterConfig) -> Any:
-    """``body`` with the timeout its receiver heartbeats against (PROTOCOL §4), at registration and
-    in every beat's reply, so that a member beating at a third of it is never declared lost."""
-    if isinstance(body, RegisterWorkerReply | WorkerHeartbeatReply):
-        return dataclasses.replace(body, worker_timeout=config.worker_timeout)
-    if isinstance(body, RegisterAppReply | AppHeartbeatReply):
-        return dataclasses.replace(body, app_timeout=config.app_timeout)
-    return body
-
-
-@dataclass(frozen=True, slots=True)
-class Describe:
-    """Ask: the actor's soft state, a ``MasterInfo`` (tests and the CLI)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GetStatus:
-    """Ask: STATUS as an admin would get it, as JSON values (the HTTP API and the metrics)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Inspect:
-    """Ask: ``fn(state)``, run on the actor's thread (the HTTP API reads the state this way)."""
-
-    fn: Callable[[MasterState], Any]
+_WORKER_BEATS = (WorkerHeartbeat, RegisterWorker)
+_PLACES = (RegisterShuffle, RevivePartition, RerunMaps)
+_ENRICHED = (RegisterShuffle, RevivePartition)
+_PUSHED_READERS = (RegisterShuffle, Status)
 
 
 class MasterActor(pykka.ThreadingActor):
@@ -428,29 +373,80 @@ class MasterActor(pykka.ThreadingActor):
         """The command to decide, or None when it is refused here (the refusal is queued)."""
         if command.WRITES and not self._writable:
             error = Unavailable(f"the master cannot log events now: {self._unwritable_reason}; retry later")
-            self._committer.submit((), _deliver(reply, None, error))
+            self._committer.submit((), deliver(reply, None, error))
             return None
         if isinstance(command, UnsignedRegisterApp):
             if command.app_id in self.state.apps:
                 refusal = Unauthorized(
                     f"app {command.app_id} is registered: a repeat must be signed", {"app_id": command.app_id}
                 )
-                self._committer.submit((), _deliver(reply, None, refusal))
+                self._committer.submit((), deliver(reply, None, refusal))
                 return None
             return RegisterApp(command.name, command.app_id, command.tenant_token)
         return command
 
     def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
+        if type(command) is MapperEnd and self._writable:
+            self._end_map(command, reply, validated)
+            return
         self.commands += 1
         admitted = self._admit(command, reply)
         if admitted is None:
             return
         now = self._clock()
         command = self._enrich(admitted, now)
+        # only these read the quotas (the others skip building them: MAPPER_END is hot)
+        quotas = self._quotas(command) if isinstance(command, _READS_QUOTAS) else None
+        decision = self._decide(command, now, reply, validated, quotas)
+        if decision is None:
+            return
+        body, events = decision
+        if isinstance(body, StatusReply) and quotas is not None:
+            body = self._added(body, quotas)
+        body = with_timeouts(body, self._config)
+        records = self._fold(command, events, now, reply)
+        if records is None:
+            return
+        if isinstance(command, _WORKER_BEATS):
+            self._worker_seen[command.worker_id] = now
+        if isinstance(command, WorkerHeartbeat) and command.http_port is not None:
+            self._worker_http[command.worker_id] = command.http_port
+        if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
+            self._apps[command.app_id].tell(AppHeartbeatSeen(now))
+        if not events and isinstance(command, _SHUFFLE_READS) and self._reads_durable(command):
+            answer_now(reply, to_json(body))
+        else:
+            self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
+        if self._snapshots.due(self.state.seq, self._committer.groups):
+            self._snapshot()
+
+    def _end_map(self, command: MapperEnd, reply: ReplyFn | None, validated: bool) -> None:
+        """``_handle_one`` for MAPPER_END, the hot command, without the steps it never takes
+        (admission of unsigned registrations, soft state, quotas, placements, timeouts)."""
+        self.commands += 1
+        now = self._clock()
+        decision = self._decide(command, now, reply, validated, None)
+        if decision is None:
+            return
+        body, events = decision
+        records = self._fold(command, events, now, reply)
+        if records is None:
+            return
+        self._committer.submit(records, deliver(reply, to_json(body), None))
+        if self._snapshots.due(self.state.seq, self._committer.groups):
+            self._snapshot()
+
+    def _decide(
+        self,
+        command: Command,
+        now: float,
+        reply: ReplyFn | None,
+        validated: bool,
+        quotas: QuotaContext | None,
+    ) -> Decision | None:
+        """``decide`` ``command``; None when it is refused (the refusal is queued for ``reply``)."""
         try:
-            # only these read the quotas (the others skip building them: MAPPER_END is hot)
-            quotas = self._quotas(command) if isinstance(command, _READS_QUOTAS) else None
-            body, events = decide(
+            decision = decide(
                 self.state,
                 command,
                 now,
@@ -459,17 +455,21 @@ class MasterActor(pykka.ThreadingActor):
                 quotas=quotas,
                 validated=validated,
             )
-            self._start_app_actors(events, now)
+            self._start_app_actors(decision[1], now)
         except CroupierError as exc:
-            self._committer.submit((), _deliver(reply, None, exc))
-            return
+            self._committer.submit((), deliver(reply, None, exc))
+            return None
         except Exception as exc:
             log.exception("decide failed on %r", command)
-            self._committer.submit((), _deliver(reply, None, InternalError(f"master bug: {exc!r}")))
-            return
-        if isinstance(body, StatusReply) and quotas is not None:
-            body = self._added(body, quotas)
-        body = _with_timeouts(body, self._config)
+            self._committer.submit((), deliver(reply, None, InternalError(f"master bug: {exc!r}")))
+            return None
+        return decision
+
+    def _fold(
+        self, command: Command, events: list[Event], now: float, reply: ReplyFn | None
+    ) -> list[bytes] | None:
+        """Apply ``events`` to the state; their log records. None when ``apply`` rejected one
+        (a bug in ``decide``): the reply is an internal error and the state is reloaded."""
         records: list[bytes] = []
         try:
             for event in events:
@@ -478,23 +478,12 @@ class MasterActor(pykka.ThreadingActor):
                 records.append(encode_json(event_object(event)))  # what encode_event writes, by orjson
                 self._touch(event)
                 self._after(event, now)
-        except CroupierError as exc:  # InvalidEvent: a bug in decide; do not log a partial decision
+        except CroupierError as exc:  # InvalidEvent: do not log a partial decision
             log.exception("apply rejected an event decided for %r", command)
-            self._committer.submit((), _deliver(reply, None, InternalError(str(exc))))
+            self._committer.submit((), deliver(reply, None, InternalError(str(exc))))
             self.actor_ref.tell(Reload(f"apply rejected an event: {exc}"))
-            return
-        if isinstance(command, WorkerHeartbeat | RegisterWorker):
-            self._worker_seen[command.worker_id] = now
-        if isinstance(command, WorkerHeartbeat) and command.http_port is not None:
-            self._worker_http[command.worker_id] = command.http_port
-        if isinstance(command, AppHeartbeat) and command.app_id in self._apps:
-            self._apps[command.app_id].tell(AppHeartbeatSeen(now))
-        if not events and isinstance(command, _SHUFFLE_READS) and self._reads_durable(command):
-            _answer_now(reply, to_json(body))
-        else:
-            self._committer.submit(records, self._after_reserve(command, events, reply, to_json(body)))
-        if self._snapshots.due(self.state.seq, self._committer.groups):
-            self._snapshot()
+            return None
+        return records
 
     def _snapshot(self) -> None:
         self._snapshots.taken(self.state.seq, self.state.rows(), self._committer.groups)
@@ -528,7 +517,7 @@ class MasterActor(pykka.ThreadingActor):
         sends = self._reserves(command, events)
         reserver = self._reserver
         if not sends or reserver is None:
-            return _deliver(reply, body, None)
+            return deliver(reply, body, None)
 
         def logged(log_error: CroupierError | None) -> None:
             if log_error is not None:
@@ -544,7 +533,7 @@ class MasterActor(pykka.ThreadingActor):
         if isinstance(command, RegisterShuffle) and not events and command.shuffle_id is not None:
             # a repeated registration: the first one's reservations may never have arrived
             return shuffle_reserves(self.state, command.app_id, command.shuffle_id)
-        if isinstance(command, RegisterShuffle | RevivePartition | RerunMaps):
+        if isinstance(command, _PLACES):
             return reserves(self.state, events)
         return []
 
@@ -557,7 +546,7 @@ class MasterActor(pykka.ThreadingActor):
 
     def _quotas(self, command: Command) -> QuotaContext:
         """Tenants, default quotas and (for the commands that use them) the bytes in flight."""
-        pushed = sum_pushed(self._pushed) if isinstance(command, RegisterShuffle | Status) else {}
+        pushed = sum_pushed(self._pushed) if isinstance(command, _PUSHED_READERS) else {}
         return QuotaContext(self._config.tenants, default_quotas(self._config), pushed)
 
     def _enrich(self, command: Command, now: float) -> Command:
@@ -570,7 +559,7 @@ class MasterActor(pykka.ThreadingActor):
             (self._overflows.add if command.overflow else self._overflows.discard)(command.worker_id)
         if isinstance(command, WorkerHeartbeat) and command.dirs is not None:
             self._worker_dirs[command.worker_id] = command.dirs
-        if not isinstance(command, RegisterShuffle | RevivePartition):
+        if not isinstance(command, _ENRICHED):
             return command
         full = full_workers(self._worker_dirs, self._overflows)
         if isinstance(command, RegisterShuffle):
@@ -579,7 +568,11 @@ class MasterActor(pykka.ThreadingActor):
 
     def _after(self, event: Event, now: float) -> None:
         """Keep the app actors and the commit coordinator in step with the fold."""
-        match event:
+        match event:  # the hot one first
+            case MapperEnded(app_id=app_id, shuffle_id=sid):
+                info = self.state.shuffle(app_id, sid)
+                if info is not None and info.all_ended and info.commit is None:
+                    self._start_commit(app_id, sid)
             case WorkerLost(worker_id=wid) | WorkerRegistered(worker_id=wid):
                 self._pushed.pop(wid, None)  # a lost or restarted worker holds nothing in memory
                 self._worker_dirs.pop(wid, None)  # its next heartbeat reports its disks again
@@ -606,10 +599,6 @@ class MasterActor(pykka.ThreadingActor):
                 if app_id in self._apps:
                     self._apps[app_id].tell(AppShuffleRemoved(sid))
                 self._destroy(app_id, sid)
-            case MapperEnded(app_id=app_id, shuffle_id=sid):
-                info = self.state.shuffle(app_id, sid)
-                if info is not None and info.all_ended and info.commit is None:
-                    self._start_commit(app_id, sid)
             case _:
                 pass
 
@@ -671,30 +660,3 @@ class MasterActor(pykka.ThreadingActor):
             worker_dirs=dict(sorted(self._worker_dirs.items())),
             worker_http=dict(sorted(self._worker_http.items())) or None,
         )
-
-
-def _answer_now(reply: ReplyFn | None, body: dict[str, Any]) -> None:
-    """Reply on this thread (a read whose state is durable), as the committer would."""
-    if reply is None:
-        return
-    try:
-        reply(body, None)
-    except Exception:
-        log.exception("reply callback failed")
-
-
-def _deliver(
-    reply: ReplyFn | None, body: dict[str, Any] | None, error: CroupierError | None
-) -> Callable[[CroupierError | None], None] | None:
-    if reply is None:
-        if error is not None and not error.retriable:
-            log.debug("internal command refused: %s", error)
-        return None
-
-    def done(log_error: CroupierError | None) -> None:
-        if log_error is not None:
-            reply(None, log_error)
-        else:
-            reply(body, error)
-
-    return done

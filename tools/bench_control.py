@@ -12,6 +12,9 @@ rate's ceiling both count) and the round trip of ``GET_LOCATIONS`` for a 10,000-
 shuffle (100 maps ended), asked by one more process every ``PROBE_INTERVAL`` seconds while
 the MAPPER_ENDs flow. The master runs with the GIL switch interval ``croupier master`` sets
 (``croupier.services._lifecycle.master_switch_interval``), put back afterwards.
+
+Every mode runs twice: one ``MAPPER_END`` per request, and ``BATCH`` per
+``MAPPER_END_BATCH`` (``control/file-batch16``, ...), each of their results checked.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ __all__ = ["control_rate", "control_scenarios"]
 
 # the shuffles here have one partition, and every map touches it
 ONE_PARTITION = encode_bitmap(b"\x01")
+# MAPPER_END_BATCH's runs: 16 ends per request, 2 requests of each client in flight (the
+# clients' 32 ends in flight, coalesced as a MasterClient shared by a process's writers does)
+BATCH = 16
 PROBE_PARTITIONS = 10_000  # the GET_LOCATIONS probe's shuffle: every map touched every partition
 PROBE_MAPS = 100
 PROBE_INTERVAL = 0.01
@@ -196,12 +202,12 @@ def control_rate(
     return result
 
 
-def _file_master_rate(commands: int, clients: int, run: int) -> dict[str, Any]:
+def _file_master_rate(commands: int, clients: int, run: int, batch: int = 1) -> dict[str, Any]:
     from croupier.services.master import MasterService
 
     with tempfile.TemporaryDirectory() as tmp, MasterService("tcp://127.0.0.1:0", Path(tmp) / "m") as m:
-        control_rate(m.url, commands=min(2000, commands), clients=clients)  # warm-up, not counted
-        return control_rate(m.url, commands=commands, clients=clients, probe=True)
+        control_rate(m.url, commands=min(2000, commands), clients=clients, batch=batch)  # warm-up
+        return control_rate(m.url, commands=commands, clients=clients, probe=True, batch=batch)
 
 
 class _ZooKeeperRuns:
@@ -213,17 +219,17 @@ class _ZooKeeperRuns:
         self._tmp = tempfile.TemporaryDirectory()
         self.zk = LocalZooKeeper(Path(self._tmp.name) / "zk").start()
 
-    def __call__(self, commands: int, clients: int, run: int) -> dict[str, Any]:
+    def __call__(self, commands: int, clients: int, run: int, batch: int = 1) -> dict[str, Any]:
         from croupier.services.ha_master import HaMasterService
 
-        with HaMasterService("tcp://127.0.0.1:0", self.zk.url(f"/bench{run}")) as member:
+        with HaMasterService("tcp://127.0.0.1:0", self.zk.url(f"/bench{run}-{batch}")) as member:
             deadline = time.monotonic() + 30
             while member.role != "leader":
                 if time.monotonic() > deadline:
                     raise TimeoutError("the master did not become leader")
                 time.sleep(0.05)
-            control_rate(member.url, commands=min(2000, commands), clients=clients)  # warm-up
-            return control_rate(member.url, commands=commands, clients=clients, probe=True)
+            control_rate(member.url, commands=min(2000, commands), clients=clients, batch=batch)  # warm-up
+            return control_rate(member.url, commands=commands, clients=clients, probe=True, batch=batch)
 
     def close(self) -> None:
         self.zk.stop()
@@ -248,6 +254,10 @@ def _summary(got: list[dict[str, Any]], runs: int, commands: int, clients: int) 
     }
 
 
+def _mode(name: str, batch: int) -> str:
+    return name if batch == 1 else f"{name}-batch{batch}"
+
+
 def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> dict[str, Any]:
     """The file log (and with ``ha`` ZooKeeper) rates over ``runs``, printed and returned."""
     from croupier.services._lifecycle import master_switch_interval
@@ -257,26 +267,35 @@ def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> di
     modes: dict[str, Any] = {"file": _file_master_rate}
     if zk_runs is not None:
         modes["zookeeper"] = zk_runs
-    runs_by_mode: dict[str, list[dict[str, Any]]] = {name: [] for name in modes}
+    runs_by_mode: dict[str, list[dict[str, Any]]] = {
+        _mode(name, batch): [] for name in modes for batch in (1, BATCH)
+    }
     previous = master_switch_interval()  # as ``croupier master`` runs it
     try:
         # interleave the modes, so that both see the same noise on a shared machine
         for run in range(runs):
             for name, fn in modes.items():
-                runs_by_mode[name].append(fn(commands, clients, run))
+                for batch in (1, BATCH):
+                    runs_by_mode[_mode(name, batch)].append(fn(commands, clients, run, batch))
     finally:
         master_switch_interval(previous)
         if zk_runs is not None:
             zk_runs.close()
     for name, got in runs_by_mode.items():
         results[f"control/{name}"] = _summary(got, runs, commands, clients)
-    for key, r in results.items():
+    _report(results, list(modes))
+    return results
+
+
+def _report(results: dict[str, Any], modes: list[str]) -> None:
+    """Print each mode's figures; add the ratios (ZooKeeper to file, batched to one per request)."""
+    for key, r in list(results.items()):
         print(
-            f"{key:20s} mapper_end/s median {r['median_per_s']:>8}  (min {r['min_per_s']},"
+            f"{key:26s} mapper_end/s median {r['median_per_s']:>8}  (min {r['min_per_s']},"
             f" max {r['max_per_s']}, {r['runs']} runs of {r['commands']} from {r['clients']} clients)"
         )
         print(
-            f"{'':20s} CPU per 1,000 commands: master {r['master_cpu_ms_per_1000']} ms, the"
+            f"{'':26s} CPU per 1,000 commands: master {r['master_cpu_ms_per_1000']} ms, the"
             f" {r['clients']} clients {r['clients_cpu_ms_per_1000']} ms (medians);"
             f" GET_LOCATIONS of a {PROBE_PARTITIONS:,}-partition shuffle meanwhile:"
             f" P50 {r['get_locations_p50_ms']} ms, P99 {r['get_locations_p99_ms']} ms"
@@ -285,4 +304,8 @@ def control_scenarios(*, ha: bool, runs: int, commands: int, clients: int) -> di
         ratio = results["control/zookeeper"]["median_per_s"] / results["control/file"]["median_per_s"]
         print(f"zookeeper / file log: {ratio:.2f}")
         results["ratio_zookeeper_to_file"] = round(ratio, 3)
-    return results
+    for name in modes:
+        single, batched = results[f"control/{name}"], results[f"control/{_mode(name, BATCH)}"]
+        ratio = batched["median_per_s"] / single["median_per_s"]
+        print(f"{name}: {BATCH} per MAPPER_END_BATCH / one per request: {ratio:.2f}")
+        results[f"ratio_batch{BATCH}_to_single/{name}"] = round(ratio, 3)
