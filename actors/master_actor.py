@@ -56,6 +56,7 @@ from croupier.actors.master_messages import (
     Describe,
     GetStatus,
     Inspect,
+    Ordered,
     Reload,
     SetWritable,
     Submit,
@@ -125,6 +126,7 @@ __all__ = [
     "GetStatus",
     "Inspect",
     "MasterActor",
+    "Ordered",
     "Reload",
     "ReplyFn",
     "SetWritable",
@@ -329,6 +331,11 @@ class MasterActor(pykka.ThreadingActor):
                     self._handle_burst(items, validated)
                 finally:
                     self._gate.handled += 1
+            case Ordered(order):
+                try:
+                    return self._receive(order)
+                finally:
+                    self._gate.obeyed += 1
             case Tick(now):
                 self._sweep(now)
             case Reload(reason):

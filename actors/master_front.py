@@ -48,6 +48,7 @@ from croupier.actors.master_actor import (
     GetStatus,
     Inspect,
     MasterActor,
+    Ordered,
     Reload,
     ReplyFn,
     SetWritable,
@@ -320,13 +321,20 @@ class MasterFront:
 
     def stop_writes(self, reason: str) -> None:
         """Refuse commands that log events (ZooKeeper unreachable); reads go on."""
-        if self._actor is not None:
-            self._actor.tell(SetWritable(False, reason))
+        self._order(SetWritable(False, reason))
 
     def reload(self, reason: str) -> None:
         """Rebuild the actor's state from the log, then accept writes again."""
-        if self._actor is not None:
-            self._actor.tell(Reload(reason))
+        self._order(Reload(reason))
+
+    def _order(self, message: Reload | SetWritable) -> None:
+        """Tell the actor ``message``; the bursts read after this wait behind it (the gate)."""
+        actor, serving = self._actor, self._serving
+        if actor is None:
+            return
+        if serving is not None:
+            serving[1].order()
+        actor.tell(Ordered(message))
 
     def leave_seat(self) -> None:
         """Stop serving: stop the coordinator and the actor (idempotent)."""

@@ -28,6 +28,7 @@ __all__ = [
     "Describe",
     "GetStatus",
     "Inspect",
+    "Ordered",
     "Reload",
     "SetWritable",
     "Submit",
@@ -77,6 +78,14 @@ class Reload:
     """Rebuild the state from the log (after a failed append, or when the log is reachable again)."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ordered:
+    """An order of the owner (``Reload``, ``SetWritable``) counted by the ``BurstGate``: the
+    bursts read after it wait in the mailbox until the actor has obeyed it."""
+
+    message: Any
 
 
 @dataclass(frozen=True, slots=True)
