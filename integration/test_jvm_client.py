@@ -95,6 +95,39 @@ def test_python_writes_and_java_reads_every_record_once_and_a_map_range(
         app.unregister()
 
 
+def test_concurrent_java_tasks_share_mapper_end_requests_and_every_record_is_read_once(
+    java_cp: str, cluster: LocalCluster
+) -> None:
+    """Eight map tasks of one JVM commit at once: their MAPPER_ENDs go in fewer requests
+    (MAPPER_END_BATCH), every one wins, and Python reads every record once."""
+    with croupier.connect(cluster.master_url, config=FAST) as client:
+        app = client.register_app("jvm-ends")
+        sh = app.register_shuffle(num_mappers=8, num_partitions=5)
+        out = java(java_cp, "writers", cluster.master_url, sh.handle(), "8", "300")
+        won, requests = (int(x.split("=")[1]) for x in out[-1].split())
+        assert won == 8 and 1 <= requests <= 8, out
+        summary = sh.summary()
+        assert summary["mappers_ended"] == 8 and summary["committed"], summary
+        got = sorted(r for p in range(5) for r in sh.reader(p))
+        assert got == sorted(f"j-{m}-{i}".encode() for m in range(8) for i in range(300))
+        app.unregister()
+
+
+def test_java_ends_queued_behind_one_in_flight_go_to_the_master_as_one_batch(
+    java_cp: str, cluster: LocalCluster
+) -> None:
+    """The first of 12 ends is held until the other 11 queued: those go as one
+    MAPPER_END_BATCH that the real master decides entry by entry; all 12 maps ended."""
+    with croupier.connect(cluster.master_url, config=FAST) as client:
+        app = client.register_app("jvm-batch")
+        sh = app.register_shuffle(num_mappers=12, num_partitions=4)
+        out = run_java(java_cp, "io.croupier.client.EndChecks", cluster.master_url, sh.handle(), "12").stdout
+        assert out.strip().splitlines()[-1] == "ok requests=2 batches=1 won=12", out
+        summary = sh.summary()
+        assert summary["mappers_ended"] == 12, summary
+        app.unregister()
+
+
 MAPS, PARTITIONS = 6, 12
 
 

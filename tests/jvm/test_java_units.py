@@ -11,7 +11,9 @@ import pytest
 from tests.jvm.harness import run_java
 
 
-@pytest.mark.parametrize("main", ["io.croupier.zmtp.FrameChecks", "io.croupier.client.ReaderChecks"])
+@pytest.mark.parametrize(
+    "main", ["io.croupier.zmtp.FrameChecks", "io.croupier.client.ReaderChecks", "io.croupier.client.EndChecks"]
+)
 def test_java_checks(java_cp: str, main: str) -> None:
     out = run_java(java_cp, main).stdout
     assert out.strip().splitlines()[-1] == "ok", out

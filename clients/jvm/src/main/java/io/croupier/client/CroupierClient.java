@@ -37,6 +37,7 @@ public final class CroupierClient implements AutoCloseable {
   private final ClientOptions options;
   private final Rpc rpc;
   private final Master master;
+  private final EndCoalescer ends;
   private final List<App> apps = new ArrayList<>();
   private boolean closed;
 
@@ -45,6 +46,7 @@ public final class CroupierClient implements AutoCloseable {
     this.options = options;
     this.rpc = new Rpc(options.connectTimeout());
     this.master = new Master(rpc, masterUrl, options);
+    this.ends = new EndCoalescer(master::call);
   }
 
   /**
@@ -147,6 +149,19 @@ public final class CroupierClient implements AutoCloseable {
 
   Master master() {
     return master;
+  }
+
+  /** Where this client's map tasks send their {@code MAPPER_END}s: together when concurrent. */
+  EndCoalescer ends() {
+    return ends;
+  }
+
+  /**
+   * {@code MAPPER_END} and {@code MAPPER_END_BATCH} requests this client has sent: fewer than
+   * its writers' commits when they end together (one request per round trip, not one each).
+   */
+  public long mapperEndRequests() {
+    return ends.requests();
   }
 
   Rpc rpc() {

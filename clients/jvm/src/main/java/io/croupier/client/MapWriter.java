@@ -1,10 +1,8 @@
 package io.croupier.client;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.croupier.proto.CroupierException;
 import io.croupier.proto.ErrorCode;
-import io.croupier.proto.MsgType;
 import io.croupier.proto.PartitionBitmap;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -189,9 +187,9 @@ public final class MapWriter implements AutoCloseable {
   }
 
   private JsonNode mapperEnd() {
-    ObjectNode body = shuffle.body().put("map_id", mapId).put("attempt_id", attemptId)
-        .put("touched", touched.cardinality()).put("partitions", PartitionBitmap.encode(touched, shuffle.numPartitions()));
-    return shuffle.master(MsgType.MAPPER_END, body);
+    // concurrent tasks of this client end in one MAPPER_END_BATCH (EndCoalescer)
+    return shuffle.client().ends().end(new EndCoalescer.End(shuffle.appId(), shuffle.id(), shuffle.key(), mapId,
+        attemptId, touched.cardinality(), PartitionBitmap.encode(touched, shuffle.numPartitions())));
   }
 
   /**

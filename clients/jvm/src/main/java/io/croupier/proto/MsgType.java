@@ -16,6 +16,7 @@ public final class MsgType {
   public static final int RERUN_MAPS = 38;
   public static final int GET_LOST_MAPS = 39;
   public static final int STATUS = 40;
+  public static final int MAPPER_END_BATCH = 43;
   public static final int PUSH = 50;
   public static final int OPEN_STREAM = 53;
   public static final int FETCH_CHUNK = 54;

@@ -51,6 +51,7 @@ public final class JvmCli {
       switch (args[0]) {
         case "ping" -> System.out.println("ok");
         case "write" -> write(c.openShuffle(args[2]), args);
+        case "writers" -> writers(c, c.openShuffle(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]));
         case "pause" -> pause(c.openShuffle(args[2]), args);
         case "read" -> read(c.openShuffle(args[2]), args);
         case "e2e" -> e2e(c);
@@ -85,6 +86,37 @@ public final class JvmCli {
         w.write(parts[i % parts.length], ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
       }
       System.out.println("won=" + w.commit());
+    }
+  }
+
+  /**
+   * {@code maps} map tasks of one executor at once (one thread each, one client): each writes
+   * {@code n} records, then all commit together, so their MAPPER_ENDs share requests.
+   */
+  private static void writers(CroupierClient c, Shuffle sh, int maps, int n) throws Exception {
+    java.util.concurrent.CyclicBarrier ready = new java.util.concurrent.CyclicBarrier(maps);
+    java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(maps);
+    try {
+      java.util.List<java.util.concurrent.Future<Boolean>> wins = new java.util.ArrayList<>();
+      for (int m = 0; m < maps; m++) {
+        int map = m;
+        wins.add(pool.submit(() -> {
+          try (MapWriter w = sh.writer(map, 0)) {
+            for (int i = 0; i < n; i++) {
+              w.write(i % sh.numPartitions(), ("j-" + map + "-" + i).getBytes(StandardCharsets.UTF_8));
+            }
+            ready.await();
+            return w.commit();
+          }
+        }));
+      }
+      int won = 0;
+      for (java.util.concurrent.Future<Boolean> f : wins) {
+        won += f.get() ? 1 : 0;
+      }
+      System.out.println("won=" + won + " requests=" + c.mapperEndRequests());
+    } finally {
+      pool.shutdownNow();
     }
   }
 
