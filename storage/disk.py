@@ -59,19 +59,16 @@ them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
-import re
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
 from croupier.core import ids
-from croupier.core.enums import CopyRole
-from croupier.core.errors import BadRequest, Conflict, NotCommitted, Unavailable, UnknownShuffle
+from croupier.core.errors import Conflict, NotCommitted, Unavailable, UnknownShuffle
 from croupier.storage._direct import lend_direct, read_direct, supports_direct, write_direct
 from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
 from croupier.storage._fds import (
@@ -84,6 +81,16 @@ from croupier.storage._fds import (
     copy_prefix,
     fsync_dir,
     writev_all,
+)
+from croupier.storage._layout import (
+    DATA_SUFFIX,
+    INDEX_SUFFIX,
+    INT_RE,
+    TMP_SUFFIX,
+    CleanDirs,
+    listdir,
+    os_error,
+    walk,
 )
 from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index
 from croupier.storage.key_tag_file import KEY_TAG_FILE, read_key_tag, write_key_tag
@@ -107,20 +114,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-DATA_SUFFIX = ".data"
-INDEX_SUFFIX = ".index"
-TMP_SUFFIX = ".index.tmp"
-_FILE_RE = re.compile(
-    r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)-(" + "|".join(CopyRole) + r")(\.data|\.index|\.index\.tmp)"
-)
-_INT_RE = re.compile(r"0|[1-9][0-9]*")
-
-
-def _os_error(action: str, path: Path | str, exc: OSError) -> Unavailable:
-    code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
-    return Unavailable(f"cannot {action} {path}: [{code}] {exc.strerror or exc}")
-
 
 # -- files and the store --------------------------------------------------------------------------
 
@@ -167,7 +160,7 @@ class DiskPartitionFile:
                     self._store._health.check_room(self.disk, total)
                     self._write_here(list(views))  # a copy: a short write replaces its items
                 except OSError as exc:
-                    error = _os_error("write", self.data_path, exc)
+                    error = os_error("write", self.data_path, exc)
                     no_space = no_space and exc.errno in NO_SPACE
                     self._store._health.write_failed(self.disk, exc)
                     tried.add(self.disk)
@@ -245,7 +238,7 @@ class DiskPartitionFile:
                     self._commit_here(index)
                     break
                 except OSError as exc:
-                    error = _os_error("commit", self.data_path, exc)
+                    error = os_error("commit", self.data_path, exc)
                     self._store._health.write_failed(self.disk, exc)
                     tried.add(self.disk)
                     if not self._move(tried, 0):
@@ -353,7 +346,7 @@ class DiskPartitionStore:
             try:
                 p.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise _os_error("create the storage directory", p, exc) from exc
+                raise os_error("create the storage directory", p, exc) from exc
         self._dirs = tuple(paths)
         self.fsync = fsync
         # O_DIRECT only where every dir takes it (storage/_direct.py)
@@ -366,6 +359,7 @@ class DiskPartitionStore:
         self._open: dict[LocationKey, DiskPartitionFile] = {}
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
         self._readers: dict[LocationKey, Handle] = {}
+        self._clean = CleanDirs(self._dirs)
         self._tags: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -409,14 +403,17 @@ class DiskPartitionStore:
             if disk is None:
                 raise Unavailable(f"cannot create {where}: no healthy directory is left", {"no_space": False})
             try:
-                # Files of an earlier life: uncommitted data, a damaged index, an unfinished index.
+                # Files of an earlier life: uncommitted data, a damaged index, an unfinished index
+                # (none in a dir this store made or found missing: CleanDirs)
                 for i in range(len(self._dirs)):
+                    if self._clean.clean(i, key):
+                        continue
                     d = self.location_dir(i, key)
                     for suffix in (DATA_SUFFIX, INDEX_SUFFIX, TMP_SUFFIX):
                         (d / (key.name + suffix)).unlink(missing_ok=True)
                 directory = self._make_dirs(disk, key)
             except OSError as exc:
-                raise _os_error("create", where, exc) from exc
+                raise os_error("create", where, exc) from exc
             f = DiskPartitionFile(self, key, disk, directory)
             self._open[key] = f
             return f
@@ -473,7 +470,7 @@ class DiskPartitionStore:
                         got += len(more)
                     data = b"".join(parts)
         except OSError as exc:
-            raise _os_error("read", handle.path, exc) from exc
+            raise os_error("read", handle.path, exc) from exc
         return data
 
     def scan(self, app_id: str | None = None, shuffle_id: int | None = None) -> list[CommittedFile]:
@@ -482,7 +479,7 @@ class DiskPartitionStore:
             self._check_open()
             found: dict[LocationKey, tuple[CommittedFile, int]] = {}
             for disk, root in enumerate(self._dirs):
-                for key, path in _walk(root, app_id, shuffle_id):
+                for key, path in walk(root, app_id, shuffle_id):
                     if path.name.endswith(INDEX_SUFFIX) and key not in self._open:
                         # a file committed or loaded here before is not read again
                         cached = self._committed.get(key)
@@ -515,17 +512,18 @@ class DiskPartitionStore:
                 gone.add(key)
             for key in [k for k in self._readers if hit(k)]:
                 self._fds.discard(self._readers.pop(key))
+            self._clean.forget(app_id, shuffle_id)
             for root in self._dirs:
                 app_dir = root / app_id
                 target = app_dir if shuffle_id is None else app_dir / str(shuffle_id)
                 if not target.is_dir():
                     continue
-                gone.update(key for key, _ in _walk(root, app_id, shuffle_id))
+                gone.update(key for key, _ in walk(root, app_id, shuffle_id))
                 try:
                     shutil.rmtree(target)
                 except OSError as exc:
-                    raise _os_error("remove", target, exc) from exc
-                if shuffle_id is not None and not any(_INT_RE.fullmatch(n) for n in _listdir(app_dir)):
+                    raise os_error("remove", target, exc) from exc
+                if shuffle_id is not None and not any(INT_RE.fullmatch(n) for n in listdir(app_dir)):
                     self._tags.pop(app_id, None)  # no shuffle left here: the tag goes with the dir
                     with contextlib.suppress(OSError):
                         (app_dir / KEY_TAG_FILE).unlink(missing_ok=True)
@@ -592,10 +590,11 @@ class DiskPartitionStore:
         root = self._dirs[disk]
         app_dir = root / key.app_id
         directory = app_dir / str(key.shuffle_id)
-        if directory.is_dir():
+        if os.path.isdir(directory):
             return directory
-        new_app = not app_dir.is_dir()
+        new_app = not os.path.isdir(app_dir)
         directory.mkdir(parents=True, exist_ok=True)
+        self._clean.made(disk, key)
         # Make the new names durable, or a committed file could vanish with its directory.
         if self.fsync:
             fsync_dir(self._fds, app_dir)
@@ -610,6 +609,8 @@ class DiskPartitionStore:
             return entry
         first = disk_for(key, len(self._dirs))
         for disk in [first, *(i for i in range(len(self._dirs)) if i != first)]:
+            if self._clean.clean(disk, key):  # what this store committed there is cached
+                continue
             if (self.location_dir(disk, key) / (key.name + INDEX_SUFFIX)).exists():
                 entry = self._load(disk, key)
                 if entry is not None:
@@ -654,42 +655,3 @@ class DiskPartitionStore:
         with self._lock:
             if self._open.get(f.key) is f:
                 del self._open[f.key]
-
-
-def _walk(
-    root: Path, app_id: str | None = None, shuffle_id: int | None = None
-) -> Iterator[tuple[LocationKey, Path]]:
-    """Every well-named partition file under ``root`` (or under one app or shuffle), with its key.
-
-    Names that are not ours are ignored; ``.index.tmp`` files are yielded too.
-    """
-    apps = [app_id] if app_id is not None else _listdir(root)
-    for app in apps:
-        try:
-            ids.app_id(app)
-        except BadRequest:
-            continue
-        shuffles = [str(shuffle_id)] if shuffle_id is not None else _listdir(root / app)
-        for shuffle in shuffles:
-            if not _INT_RE.fullmatch(shuffle):
-                continue
-            directory = root / app / shuffle
-            for name in _listdir(directory):
-                m = _FILE_RE.fullmatch(name)
-                if m is None:
-                    continue
-                key = LocationKey(app, int(shuffle), int(m[1]), int(m[2]), m[3])
-                try:
-                    key.validate()
-                except BadRequest:  # a number beyond 2**31-1
-                    continue
-                yield key, directory / name
-
-
-def _listdir(path: Path) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as exc:
-        raise _os_error("list", path, exc) from exc

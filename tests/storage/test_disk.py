@@ -259,6 +259,59 @@ def test_remove_after_a_restart_deletes_uncommitted_files(tmp_path: Path, store:
     assert tree(tmp_path / "d0") == []
 
 
+def test_a_location_in_a_dir_this_store_made_probes_for_no_leftovers(
+    tmp_path: Path, store: DiskPartitionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: only a dir that was there before the store opened can hold files of an
+    earlier life; in one the store made, a new location costs no unlink or stat for them."""
+    store.create(key(partition=0))  # makes d0/app-1/0
+    probes: list[str] = []
+    real_unlink, real_exists = Path.unlink, Path.exists
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.is_relative_to(tmp_path):
+            probes.append(f"unlink {self.name}")
+        real_unlink(self, missing_ok=missing_ok)
+
+    def exists(self: Path) -> bool:
+        if self.is_relative_to(tmp_path):
+            probes.append(f"exists {self.name}")
+        return real_exists(self)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    monkeypatch.setattr(Path, "exists", exists)
+    for p in range(1, 50):
+        store.create(key(partition=p))
+    assert probes == []
+
+
+def test_leftovers_in_a_dir_that_was_there_before_are_deleted_at_create(tmp_path: Path) -> None:
+    old = tmp_path / "d0" / "app-1" / "0"
+    old.mkdir(parents=True)
+    (old / "0-0-primary.data").write_bytes(b"stale bytes of an earlier life")
+    (old / "0-0-primary.index.tmp").write_bytes(b"half an index")
+    with DiskPartitionStore([tmp_path / "d0"]) as store:
+        f = store.create(key(partition=0))
+        assert tree(tmp_path / "d0") == ["app-1", "app-1/0"]
+        builder = IndexBuilder(chunk_size=64)
+        raw = append(f, builder, [batch(0, 0, 0, b"new"), seal(0, 0, 1)])
+        done = f.commit(builder.build())
+        assert store.read(key(partition=0), 0, done.index.size) == raw  # no stale byte before it
+
+
+def test_after_a_remove_the_shuffle_s_dir_is_probed_again(tmp_path: Path, store: DiskPartitionStore) -> None:
+    """What the store knew of a removed shuffle's dir is void: a file planted there since
+    (by anything but the store) is deleted at the next create, never appended to."""
+    commit(store, key(partition=0), b"first life")
+    assert store.remove("app-1", 0) == 1
+    planted = tmp_path / "d0" / "app-1" / "0"
+    planted.mkdir(parents=True)
+    (planted / "0-0-primary.data").write_bytes(b"planted")
+    f = store.create(key(partition=0))
+    f.write([b"x" * 10])
+    assert (planted / "0-0-primary.data").read_bytes() == b"x" * 10
+
+
 # -- descriptors ----------------------------------------------------------------------------------
 
 
