@@ -128,6 +128,18 @@ def test_java_ends_queued_behind_one_in_flight_go_to_the_master_as_one_batch(
         app.unregister()
 
 
+def test_the_jvm_ends_bench_counts_what_it_claims() -> None:
+    """``integration/jvm_ends_bench``: every end wins in both modes; one per request takes
+    one request per end, batched at most as many."""
+    from integration.jvm_ends_bench import ends_bench
+
+    batched, single = ends_bench(maps=120, threads=4, rounds=1)
+    assert batched["mode"] == "batched" and single["mode"] == "single"
+    assert batched["won"] == single["won"] == 120
+    assert single["requests"] == 120 and 1 <= batched["requests"] <= 120
+    assert batched["master_cpu_ms_per_1000"] > 0 and single["mapper_end_per_s"] > 0
+
+
 MAPS, PARTITIONS = 6, 12
 
 

@@ -23,6 +23,7 @@ public final class ClientOptions {
   private Duration failoverDeadline = Duration.ofSeconds(60);
   private int fetchChunksInFlight = 3;
   private long writerMemoryLimit = 16L * 1024 * 1024;
+  private boolean mapperEndBatching = true;
 
   /** The tenant's token sent with {@code REGISTER_APP} (default: $CROUPIER_TENANT_TOKEN). */
   public ClientOptions tenantToken(String token) {
@@ -129,6 +130,20 @@ public final class ClientOptions {
   public ClientOptions writerMemoryLimit(long bytes) {
     this.writerMemoryLimit = bytes;
     return this;
+  }
+
+  /**
+   * Whether the {@code MAPPER_END}s of tasks that commit while another's is in flight go
+   * together as one {@code MAPPER_END_BATCH} (true); false sends each alone, at once.
+   */
+  public ClientOptions mapperEndBatching(boolean on) {
+    this.mapperEndBatching = on;
+    return this;
+  }
+
+  /** See {@link #mapperEndBatching(boolean)}. */
+  public boolean mapperEndBatching() {
+    return mapperEndBatching;
   }
 
   /** See {@link #fetchTimeout(Duration)}. */

@@ -46,7 +46,7 @@ public final class CroupierClient implements AutoCloseable {
     this.options = options;
     this.rpc = new Rpc(options.connectTimeout());
     this.master = new Master(rpc, masterUrl, options);
-    this.ends = new EndCoalescer(master::call);
+    this.ends = new EndCoalescer(master::call, options.mapperEndBatching());
   }
 
   /**

@@ -59,18 +59,25 @@ final class EndCoalescer {
   }
 
   private final Call call;
+  private final boolean batching;
   private final int maxEnds;
   private final int maxBytes;
   private final List<Waiter> pending = new ArrayList<>();
   private boolean busy; // a caller is sending: the others queue behind it
   private long requests;
 
-  EndCoalescer(Call call) {
-    this(call, MAX_ENDS, MAX_BYTES);
+  EndCoalescer(Call call, boolean batching) {
+    this(call, batching, MAX_ENDS, MAX_BYTES);
   }
 
   EndCoalescer(Call call, int maxEnds, int maxBytes) {
+    this(call, true, maxEnds, maxBytes);
+  }
+
+  /** {@code batching} false: every end is sent alone, at once, by its caller. */
+  EndCoalescer(Call call, boolean batching, int maxEnds, int maxBytes) {
     this.call = call;
+    this.batching = batching;
     this.maxEnds = maxEnds;
     this.maxBytes = maxBytes;
   }
@@ -92,6 +99,12 @@ final class EndCoalescer {
    * @throws CroupierException the master refused this entry, or the call failed as a whole
    */
   ObjectNode end(End end) {
+    if (!batching) {
+      synchronized (this) {
+        requests++;
+      }
+      return call.call(MsgType.MAPPER_END, end.single(), end.key());
+    }
     Waiter me = new Waiter(end);
     synchronized (this) {
       pending.add(me);

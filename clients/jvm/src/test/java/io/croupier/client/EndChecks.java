@@ -63,7 +63,7 @@ public final class EndChecks {
       return;
     }
     Script echo = new Script(EndChecks::echo);
-    EndCoalescer alone = new EndCoalescer(echo);
+    EndCoalescer alone = new EndCoalescer(echo, true);
     ObjectNode r = alone.end(end("a", 1, 7));
     check(r.get("winner").asInt() == 7 && echo.sent.size() == 1 && echo.sent.get(0)[0] == MsgType.MAPPER_END,
         "one caller alone sends one MAPPER_END: " + r);
@@ -116,6 +116,29 @@ public final class EndChecks {
     Script capped = new Script(EndChecks::echo);
     together(capped, 6, 3, m -> end("a", 1, m));
     check(sizes(capped).equals("32:1 43:3 43:2"), "at most max_ends per batch: " + sizes(capped));
+    Script off = new Script(EndChecks::echo);
+    off.holdFirst = true;
+    EndCoalescer unbatched = new EndCoalescer(off, false);
+    ExecutorService pool = Executors.newFixedThreadPool(4);
+    try {
+      List<Future<ObjectNode>> f = new ArrayList<>();
+      for (int m = 0; m < 4; m++) {
+        int map = m;
+        f.add(pool.submit(() -> unbatched.end(end("a", 1, map))));
+      }
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (off.sent.size() < 4 && System.nanoTime() < deadline) {
+        Thread.sleep(1);
+      }
+      check(sizes(off).equals("32:1 32:1 32:1 32:1"), "without batching each end goes alone, at once: " + sizes(off));
+      off.hold.countDown();
+      for (int m = 0; m < 4; m++) {
+        check(f.get(m).get(30, TimeUnit.SECONDS).get("winner").asInt() == m, "unbatched reply " + m);
+      }
+      check(unbatched.requests() == 4, "unbatched requests counted: " + unbatched.requests());
+    } finally {
+      pool.shutdownNow();
+    }
     System.out.println("ok");
   }
 
@@ -202,7 +225,7 @@ public final class EndChecks {
         }
         return client.master().call(type, body, key);
       };
-      EndCoalescer c = new EndCoalescer(call);
+      EndCoalescer c = new EndCoalescer(call, true);
       ExecutorService pool = Executors.newFixedThreadPool(k);
       try {
         List<Future<ObjectNode>> futures = new ArrayList<>();

@@ -51,6 +51,7 @@ public final class JvmCli {
       switch (args[0]) {
         case "ping" -> System.out.println("ok");
         case "write" -> write(c.openShuffle(args[2]), args);
+        case "ends" -> ends(args[1], args[2], Integer.parseInt(args[3]), args[4].equals("batched"), o);
         case "writers" -> writers(c, c.openShuffle(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]));
         case "pause" -> pause(c.openShuffle(args[2]), args);
         case "read" -> read(c.openShuffle(args[2]), args);
@@ -117,6 +118,43 @@ public final class JvmCli {
       System.out.println("won=" + won + " requests=" + c.mapperEndRequests());
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  /**
+   * An executor of {@code threads} cores running short map tasks: each thread commits empty
+   * writers of the shuffle's maps in turn (map m on thread m % threads), so the run is its
+   * MAPPER_ENDs. Prints their count, the requests they took and the seconds.
+   */
+  private static void ends(String url, String handle, int threads, boolean batched, ClientOptions o) throws Exception {
+    try (CroupierClient c = CroupierClient.connect(url, o.mapperEndBatching(batched))) {
+      Shuffle sh = c.openShuffle(handle);
+      int maps = sh.numMappers();
+      java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+      long t0 = System.nanoTime();
+      try {
+        java.util.List<java.util.concurrent.Future<Integer>> wins = new java.util.ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+          int first = t;
+          wins.add(pool.submit(() -> {
+            int won = 0;
+            for (int m = first; m < maps; m += threads) {
+              try (MapWriter w = sh.writer(m, 0)) {
+                won += w.commit() ? 1 : 0;
+              }
+            }
+            return won;
+          }));
+        }
+        int won = 0;
+        for (java.util.concurrent.Future<Integer> f : wins) {
+          won += f.get();
+        }
+        double s = (System.nanoTime() - t0) / 1e9;
+        System.out.printf("ends=%d won=%d requests=%d seconds=%.3f%n", maps, won, c.mapperEndRequests(), s);
+      } finally {
+        pool.shutdownNow();
+      }
     }
   }
 
