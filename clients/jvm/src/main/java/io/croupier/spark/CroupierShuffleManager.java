@@ -18,7 +18,8 @@ import org.apache.spark.shuffle.sort.SortShuffleManager;
  * ({@code croupier spark conf} picks the right one).
  *
  * <p>Settings: {@value #MASTER_KEY} (the master's URL, required), {@value #TENANT_TOKEN_KEY},
- * {@value #BATCH_KEY} (the uncompressed bytes of one pushed batch, default 256k).
+ * {@value #BATCH_KEY} (the uncompressed bytes of one pushed batch, default 256k),
+ * {@value #END_BATCHING_KEY} (tasks ending together share a MAPPER_END_BATCH, default true).
  */
 public class CroupierShuffleManager implements ShuffleManager {
   /** The Croupier master's URL. */
@@ -27,6 +28,8 @@ public class CroupierShuffleManager implements ShuffleManager {
   public static final String TENANT_TOKEN_KEY = "spark.croupier.tenantToken";
   /** Uncompressed bytes buffered per partition before a batch is pushed. */
   public static final String BATCH_KEY = "spark.croupier.push.batchSize";
+  /** Whether an executor's tasks that end together send one MAPPER_END_BATCH (default true). */
+  public static final String END_BATCHING_KEY = "spark.croupier.mapperEnd.batching";
 
   private final SparkConf conf;
   private final boolean isDriver;

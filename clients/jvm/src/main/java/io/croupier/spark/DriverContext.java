@@ -126,7 +126,8 @@ final class DriverContext {
   static ClientOptions options(SparkConf conf) {
     // a reader waiting for a commit while maps are rerun belongs to a failed stage attempt: it
     // fails at once and frees its slot for the rerun (it waited 300 s, holding the slot)
-    ClientOptions o = new ClientOptions().failWhileRerunning(true);
+    ClientOptions o = new ClientOptions().failWhileRerunning(true)
+        .mapperEndBatching(conf.getBoolean(CroupierShuffleManager.END_BATCHING_KEY, true));
     String token = conf.get(CroupierShuffleManager.TENANT_TOKEN_KEY, "");
     if (!token.isEmpty()) {
       o.tenantToken(token);
