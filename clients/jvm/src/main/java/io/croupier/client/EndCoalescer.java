@@ -106,6 +106,7 @@ final class EndCoalescer {
       return call.call(MsgType.MAPPER_END, end.single(), end.key());
     }
     Waiter me = new Waiter(end);
+    boolean interrupted = false;
     synchronized (this) {
       pending.add(me);
       boolean leads = !busy;
@@ -114,16 +115,21 @@ final class EndCoalescer {
         try {
           wait();
         } catch (InterruptedException e) {
-          Thread.currentThread().interrupt();
-          if (!me.done && !me.leads) {
-            pending.remove(me); // still queued: nobody sends it
+          interrupted = true;
+          if (!me.leads && pending.remove(me)) { // still queued: nobody sends it, so the task may stop
+            Thread.currentThread().interrupt();
             throw new CroupierException(ErrorCode.UNAVAILABLE, "interrupted waiting to send MAPPER_END", e);
           }
+          // taken into a batch in flight, or about to lead: its outcome is awaited, as a
+          // single request's would be (the interrupt is kept for the caller)
         }
       }
     }
     if (!me.done) {
       sendNext();
+    }
+    if (interrupted) { // kept until now: a leader's send must not fail its batch for it
+      Thread.currentThread().interrupt();
     }
     if (me.error != null) {
       throw me.error;

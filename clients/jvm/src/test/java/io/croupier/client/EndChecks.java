@@ -32,6 +32,8 @@ public final class EndChecks {
   private static final class Script implements EndCoalescer.Call {
     final List<int[]> sent = new ArrayList<>(); // [msgType, entries]
     final CountDownLatch hold = new CountDownLatch(1);
+    final CountDownLatch holdBatch = new CountDownLatch(1);
+    volatile boolean holdBatches;
     final Function<ObjectNode, ObjectNode> answer;
     volatile boolean holdFirst;
     long requests;
@@ -49,6 +51,9 @@ public final class EndChecks {
       }
       if (first && holdFirst) {
         await(hold);
+      }
+      if (msgType == MsgType.MAPPER_END_BATCH && holdBatches) {
+        await(holdBatch);
       }
       if (msgType == MsgType.MAPPER_END) {
         return won(body.get("map_id").asInt());
@@ -139,7 +144,59 @@ public final class EndChecks {
     } finally {
       pool.shutdownNow();
     }
+    interrupts();
     System.out.println("ok");
+  }
+
+  /** A task interrupted while its end is queued stops, unsent; one whose end is in flight gets its reply. */
+  private static void interrupts() throws Exception {
+    Script s = new Script(EndChecks::echo);
+    s.holdFirst = true;
+    s.holdBatches = true;
+    EndCoalescer c = new EndCoalescer(s, true);
+    Object[] out = new Object[4];
+    boolean[] flagged = new boolean[4];
+    Thread[] t = new Thread[4];
+    for (int m = 0; m < 4; m++) {
+      int map = m;
+      t[m] = new Thread(() -> {
+        try {
+          out[map] = c.end(end("a", 1, map));
+        } catch (CroupierException e) {
+          out[map] = e;
+        }
+        flagged[map] = Thread.currentThread().isInterrupted();
+      });
+    }
+    t[0].start();
+    while (s.sent.isEmpty()) {
+      Thread.sleep(1);
+    }
+    for (int m = 1; m < 4; m++) {
+      t[m].start();
+    }
+    while (c.queued() < 3) {
+      Thread.sleep(1);
+    }
+    t[1].interrupt(); // queued: it stops
+    t[1].join(30_000);
+    check(out[1] instanceof CroupierException e && e.code() == ErrorCode.UNAVAILABLE && flagged[1],
+        "a queued end interrupted stops with UNAVAILABLE, its interrupt kept: " + out[1]);
+    s.hold.countDown(); // the first returns; maps 2 and 3 go as one batch, held
+    while (s.sent.size() < 2) {
+      Thread.sleep(1);
+    }
+    t[3].interrupt(); // in flight: it waits for its reply
+    Thread.sleep(50);
+    check(t[3].isAlive(), "an end in flight is awaited, interrupt or not");
+    s.holdBatch.countDown();
+    for (Thread x : t) {
+      x.join(30_000);
+    }
+    check(sizes(s).equals("32:1 43:2"), "the interrupted queued end was never sent: " + sizes(s));
+    check(out[3] instanceof ObjectNode o && o.get("winner").asInt() == 3 && flagged[3],
+        "the end in flight got its reply, its interrupt kept: " + out[3]);
+    check(out[2] instanceof ObjectNode o && o.get("winner").asInt() == 2 && !flagged[2], "map 2: " + out[2]);
   }
 
   /** {@code n} callers: the first's request is held until the others have queued. */
