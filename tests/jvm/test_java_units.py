@@ -1,5 +1,6 @@
 """The JVM client's pure parts, checked by Java mains without servers: ZMTP framing and the
-greeting, and the reader's rules (winners, dedupe, the proof over a map range, digests)."""
+greeting, the reader's rules (winners, dedupe, the proof over a map range, digests), and the
+batching of MAPPER_ENDs (EndChecks)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 
 from tests.jvm.harness import run_java
 
+CHECKS = ["io.croupier.zmtp.FrameChecks", "io.croupier.client.ReaderChecks", "io.croupier.client.EndChecks"]
 
-@pytest.mark.parametrize(
-    "main", ["io.croupier.zmtp.FrameChecks", "io.croupier.client.ReaderChecks", "io.croupier.client.EndChecks"]
-)
+
+@pytest.mark.parametrize("main", CHECKS)
 def test_java_checks(java_cp: str, main: str) -> None:
     out = run_java(java_cp, main).stdout
     assert out.strip().splitlines()[-1] == "ok", out
