@@ -13,8 +13,16 @@ from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.proof import WinnerRuns
 from croupier.transports.master_client import MasterClient
 from integration.procs import Proc, admin, member_signer
+from tests.acking import acking_control_port
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def control() -> Iterator[int]:
+    """The fake workers' control port: it acks RESERVE (tests/acking.py)."""
+    with acking_control_port() as port:
+        yield port
 
 
 @pytest.fixture
@@ -30,7 +38,7 @@ def durable(status: dict[str, object]) -> dict[str, object]:
 
 
 def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
-    tmp_path: Path, procs: list[Proc]
+    tmp_path: Path, procs: list[Proc], control: int
 ) -> None:
     data = tmp_path / "master"
     master = Proc(["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "m1.log")
@@ -39,7 +47,7 @@ def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
     with MasterClient(master.url, signer=member_signer(data / "secret")) as client:
         for i in range(4):
             client.call(
-                c.RegisterWorker(f"w{i}", "127.0.0.1", 7000 + i, 7100 + i, 7200 + i, 7300 + i, 5000, "i1")
+                c.RegisterWorker(f"w{i}", "127.0.0.1", control, 7100 + i, 7200 + i, 7300 + i, 5000, "i1")
             )
         apps = [client.call(c.RegisterApp(f"job{i}"))["app_id"] for i in range(3)]
         sizes = []
@@ -71,7 +79,9 @@ def test_kill_9_and_restart_keeps_workers_apps_shuffles_and_placements(
     assert admin(restarted.url, "shuffles", secret_file=data / "secret") == before["shuffles"]
 
 
-def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: list[Proc]) -> None:
+def test_acknowledged_commands_survive_repeated_kill_9(
+    tmp_path: Path, procs: list[Proc], control: int
+) -> None:
     data = tmp_path / "master"
     acked: list[int] = []
     for round_ in range(3):
@@ -79,12 +89,9 @@ def test_acknowledged_commands_survive_repeated_kill_9(tmp_path: Path, procs: li
             ["master", "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / f"m{round_}.log"
         )
         procs.append(master)
-        # timeout > the 5 s the master waits for RESERVE acks from "w0", which is not a real worker
-        with MasterClient(
-            master.url, attempts=1, timeout=15, signer=member_signer(data / "secret")
-        ) as client:
+        with MasterClient(master.url, attempts=1, signer=member_signer(data / "secret")) as client:
             if round_ == 0:
-                client.call(c.RegisterWorker("w0", "127.0.0.1", 1, 2, 3, 4, 10**6, "i1"))
+                client.call(c.RegisterWorker("w0", "127.0.0.1", control, 2, 3, 4, 10**6, "i1"))
                 client.call(c.RegisterApp("job", "app"))
                 client.call(
                     c.RegisterShuffle(

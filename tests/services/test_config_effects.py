@@ -120,8 +120,11 @@ def test_every_master_setting_takes_effect() -> None:
         clock.now = 1049.0
         seen["in grace at 1049"] = master.describe().in_grace
         master.tick(1045.0)  # w0 is 45 s silent, but the grace lasts 50 s
+        master.describe()  # asked after the tick: the actor has handled it
         seen["1045"] = _statuses(client)
         master.tick(1056.0)  # w0 is 56 s silent, w1 16 s
+        # the tick is told, and its WorkerLost commits through the log after it: wait for it
+        _wait(lambda: _statuses(client)["w0"] == "lost")
         seen["1056"] = _statuses(client)
         # the first sweep after the grace: ghost-old's object is 156 s old, ghost-new's 56 s
         seen["swept"] = _wait(lambda: objects.size("ghost-old/0/0-0-primary.data") is None)

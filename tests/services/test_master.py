@@ -18,6 +18,7 @@ from croupier.core.replies import LocationsReply, MapperEndReply, ShuffleSummary
 from croupier.ha.eventlog import MemoryEventLog
 from croupier.services.master import MasterService
 from croupier.transports.master_client import MasterClient
+from tests.acking import acking_control_port
 
 
 class FakeClock:
@@ -32,8 +33,23 @@ def quiet_config(**kw: float) -> MasterConfig:
     return MasterConfig(sweep_interval=0, takeover_grace=kw.pop("takeover_grace", 0), **kw)  # type: ignore[arg-type]
 
 
+_ACKING: list[int] = []  # the control port of a worker that acks every RESERVE, while one runs
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _acking_worker() -> Iterator[None]:
+    """Every fake worker's control port acks RESERVE at once (tests/acking.py)."""
+    with acking_control_port() as port:
+        _ACKING.append(port)
+        try:
+            yield
+        finally:
+            _ACKING.clear()
+
+
 def worker_cmd(i: int, inc: str = "inc1") -> c.RegisterWorker:
-    return c.RegisterWorker(f"w{i}", "127.0.0.1", 1000 + i, 2000 + i, 3000 + i, 4000 + i, 10_000, inc)
+    control = _ACKING[0] if _ACKING else 1000 + i
+    return c.RegisterWorker(f"w{i}", "127.0.0.1", control, 2000 + i, 3000 + i, 4000 + i, 10_000, inc)
 
 
 @pytest.fixture
