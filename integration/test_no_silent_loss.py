@@ -4,6 +4,7 @@ never fails a read."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from croupier.core.dataplane import Destroy
 from croupier.core.errors import DataLostError
 from croupier.core.wire import MsgType
 from croupier.services.local import LocalCluster
+from croupier.tools.verify_damage import damage_copy
 from croupier.transports.auth import Signer
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient
@@ -57,13 +59,22 @@ def damage_then_restart(cluster: LocalCluster, damage: Callable[[Path], None], s
         sh = app.register_shuffle(num_mappers=2, num_partitions=6)
         expected = write_all(sh, 2, 6, 200)
         check_all(sh, expected)  # committed, every copy intact
-        primaries = files(cluster, sh, suffix, "primary")
+        primaries = files(cluster, sh, "data", "primary")
         assert len(primaries) == 6
         for path in primaries:
-            damage(path)
+            if suffix == "data":
+                damage(path)
+            else:  # its record in the dir's index.log
+                assert flip_index(cluster, sh, path.name.removesuffix(".data"))
         restart_all(cluster)
         check_all(sh, expected)  # each record exactly once, from the replicas
         app.unregister()
+
+
+def flip_index(cluster: LocalCluster, sh: croupier.Shuffle, name: str) -> list[str]:
+    """Flip a byte of the copy's index record (``croupier verify``'s damage); what was done."""
+    dirs = sorted(cluster.base_dir.glob("worker*/disk0"))
+    return damage_copy(dirs, sh.app_id, sh.shuffle_id, name, "flip-index", random.Random(name))
 
 
 def flip_a_byte(path: Path) -> None:
@@ -91,11 +102,11 @@ def test_both_copies_index_damaged_is_data_lost_not_an_empty_read(cluster: Local
         sh = app.register_shuffle(num_mappers=1, num_partitions=3)
         expected = write_all(sh, 1, 3, 100)
         check_all(sh, expected)
-        victims = files(cluster, sh, "index")
+        victims = files(cluster, sh, "data")
         damaged = [p for p in victims if p.name.startswith("1-")]
         assert len(damaged) == 2  # partition 1, epoch 0: its primary and its replica
         for path in damaged:
-            flip_a_byte(path)
+            assert flip_index(cluster, sh, path.name.removesuffix(".data"))
         restart_all(cluster)
         with pytest.raises(DataLostError) as info:
             list(sh.reader(1))

@@ -1,9 +1,11 @@
 """Where a ``DiskPartitionStore`` keeps its files, and which of its dirs hold no stale ones.
 
-``<dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>`` + ``.data``, ``.index`` or
-``.index.tmp``: the names, a walk over them, and :class:`CleanDirs`, the location dirs known
-to hold no file of an earlier life (issue 25: the probes for such files cost a location's
-``create`` three ``unlink`` s and a ``stat`` per dir, most of its time at 6,400 partitions).
+``<dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>`` + ``.data`` (and, of older
+versions, ``.index`` or ``.index.tmp``); the shuffle dir's ``index.log`` is
+:mod:`croupier.storage.index_log`'s. Here: the names, a walk over them, and
+:class:`CleanDirs`, the location dirs known to hold no file of an earlier life (issue 25:
+the probes for such files cost a location's ``create`` three ``unlink`` s and a ``stat``
+per dir, most of its time at 6,400 partitions).
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Unavailable
 from croupier.storage.store import LocationKey
 
-__all__ = ["DATA_SUFFIX", "INDEX_SUFFIX", "INT_RE", "TMP_SUFFIX", "CleanDirs", "listdir", "os_error", "walk"]
+__all__ = [
+    "DATA_SUFFIX",
+    "INDEX_SUFFIX",
+    "INT_RE",
+    "TMP_SUFFIX",
+    "CleanDirs",
+    "listdir",
+    "os_error",
+    "shuffle_dirs",
+    "walk",
+]
 
 DATA_SUFFIX = ".data"
 INDEX_SUFFIX = ".index"
@@ -66,13 +78,8 @@ class CleanDirs:
         self._known = {k for k in self._known if not (k[1] == app_id and shuffle_id in (None, k[2]))}
 
 
-def walk(
-    root: Path, app_id: str | None = None, shuffle_id: int | None = None
-) -> Iterator[tuple[LocationKey, Path]]:
-    """Every well-named partition file under ``root`` (or under one app or shuffle), with its key.
-
-    Names that are not ours are ignored; ``.index.tmp`` files are yielded too.
-    """
+def shuffle_dirs(root: Path, app_id: str | None = None, shuffle_id: int | None = None) -> Iterator[Path]:
+    """Every well-named shuffle dir under ``root`` (or under one app, or that one shuffle's)."""
     apps = [app_id] if app_id is not None else listdir(root)
     for app in apps:
         try:
@@ -81,19 +88,28 @@ def walk(
             continue
         shuffles = [str(shuffle_id)] if shuffle_id is not None else listdir(root / app)
         for shuffle in shuffles:
-            if not INT_RE.fullmatch(shuffle):
+            if INT_RE.fullmatch(shuffle):
+                yield root / app / shuffle
+
+
+def walk(
+    root: Path, app_id: str | None = None, shuffle_id: int | None = None
+) -> Iterator[tuple[LocationKey, Path]]:
+    """Every well-named partition file under ``root`` (or under one app or shuffle), with its key.
+
+    Names that are not ours are ignored; ``.index.tmp`` files are yielded too.
+    """
+    for directory in shuffle_dirs(root, app_id, shuffle_id):
+        for name in listdir(directory):
+            m = _FILE_RE.fullmatch(name)
+            if m is None:
                 continue
-            directory = root / app / shuffle
-            for name in listdir(directory):
-                m = _FILE_RE.fullmatch(name)
-                if m is None:
-                    continue
-                key = LocationKey(app, int(shuffle), int(m[1]), int(m[2]), m[3])
-                try:
-                    key.validate()
-                except BadRequest:  # a number beyond 2**31-1
-                    continue
-                yield key, directory / name
+            key = LocationKey(directory.parent.name, int(directory.name), int(m[1]), int(m[2]), m[3])
+            try:
+                key.validate()
+            except BadRequest:  # a number beyond 2**31-1
+                continue
+            yield key, directory / name
 
 
 def listdir(path: Path) -> list[str]:

@@ -6,8 +6,8 @@ Layout (DESIGN §10)
 One directory per disk, given to the store in order (disk ``i`` is ``dirs[i]``)::
 
     <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.data        the batches, back to back
-    <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index       written at commit
-    <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index.tmp   an index being written
+    <dir>/<app_id>/<shuffle_id>/index.log                               a record per commit
+    <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index       older versions' index
     <dir>/<app_id>/key_tag                                             the app's key tag
 
 ``app_id`` is validated by ``croupier.core.ids.app_id`` and the numbers are
@@ -19,24 +19,27 @@ len(dirs)`` (:func:`croupier.storage.store.disk_for`): stable across restarts
 and spread evenly. Lookups still search every dir, so adding a dir to a worker
 does not hide its older files.
 
-Index file
-----------
+Index
+-----
 
-``<...>.index`` is one line of checked JSON: its format and checks are in
-:mod:`croupier.storage.index_file` (``encode_index``, ``decode_index``).
+A location's index is one line of checked JSON (:mod:`croupier.storage.index_file`), kept
+in its dir's index log (:mod:`croupier.storage.index_log`), not in a file of its own:
+creating files was most of the workers' CPU at 6,400 partitions (issue 25). ``.index``
+files (and ``.index.tmp``) that an older version wrote are still read, and deleted when
+their location is written again.
 
-A location is *committed* exactly when its ``.index`` passes all of those
-checks. An index that fails one (damaged, from another version, or beside a
-missing or wrongly sized ``.data``) is skipped with a warning and the location
-counts as not committed; ``create`` for that key then deletes both files.
+A location is *committed* exactly when its last record passes all of those checks. A
+record that fails one (damaged, from another version, or beside a missing or wrongly
+sized ``.data``) is skipped with a warning and the location counts as not committed;
+``create`` for that key then deletes its ``.data`` and appends a void record to the log,
+so the new data is never read with the old index.
 
-Commit: close the ``.data``; write ``.index.tmp``, ``os.replace`` it to
-``.index``. With ``fsync=True`` (the store's default) the ``.data``, the
-``.index.tmp`` and the directory are fsync'ed too, and directories are fsync'ed
-into their parents when ``create`` makes them. Without it a commit survives the
-process but not an OS crash: a ``.data`` torn by one fails the batch digests
-readers check, so it is read from the other copy or reported lost, never
-returned wrong.
+Commit: close the ``.data``; append its record to the log. With ``fsync=True`` (the
+store's default) the ``.data`` and the log are fsync'ed too, the directory when the log is
+new, and directories are fsync'ed into their parents when ``create`` makes them. Without it
+a commit survives the process but not an OS crash: a ``.data`` torn by one fails the batch
+digests readers check, so it is read from the other copy or reported lost, never returned
+wrong.
 
 Descriptors (DESIGN §11), free space and health (issue 15)
 -----------------------------------------------------------
@@ -90,9 +93,11 @@ from croupier.storage._layout import (
     CleanDirs,
     listdir,
     os_error,
+    shuffle_dirs,
     walk,
 )
-from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index
+from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index, encode_void
+from croupier.storage.index_log import LOG_NAME, IndexLogs
 from croupier.storage.key_tag_file import KEY_TAG_FILE, read_key_tag, write_key_tag
 from croupier.storage.store import (
     ChunkIndex,
@@ -123,7 +128,7 @@ class DiskPartitionFile:
 
     State:
         key, disk: the location and the index of the dir holding it.
-        data_path, index_path: its two files.
+        data_path: its data file (its index goes to the dir's index log at commit).
         _size: bytes written (and kept) so far.
         _state: ``open``; ``failed`` (a failed write could not be undone: writes and commit raise
             Unavailable); ``committed``; ``aborted``; ``removed``; ``closed`` (with the store).
@@ -134,7 +139,6 @@ class DiskPartitionFile:
         self.key = key
         self.disk = disk
         self.data_path = directory / (key.name + DATA_SUFFIX)
-        self.index_path = directory / (key.name + INDEX_SUFFIX)
         self._store = store
         self._handle = Handle(self.data_path, store._write_flags)
         self._size = 0
@@ -207,12 +211,10 @@ class DiskPartitionFile:
                         target.unlink(missing_ok=True)
                 continue
             store._fds.discard(self._handle)
-            for old in (self.data_path, self.index_path):
-                with contextlib.suppress(OSError):
-                    old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.data_path.unlink(missing_ok=True)
             log.warning("moved %s (%d bytes) to %s after a failed write", self.data_path, self._size, target)
             self.disk, self.data_path = disk, target
-            self.index_path = directory / (self.key.name + INDEX_SUFFIX)
             self._handle = Handle(target, store._write_flags)
             return True
 
@@ -258,22 +260,8 @@ class DiskPartitionFile:
             if durable:
                 os.fsync(fd)
         fds.discard(self._handle)
-        raw = encode_index(self.key, index)
-        tmp = self.index_path.parent / (self.key.name + TMP_SUFFIX)
-        fd = fds.open_raw(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC)
-        try:
-            try:
-                writev_all(fd, [raw])
-                if durable:
-                    os.fsync(fd)
-            finally:
-                fds.close_raw(fd)
-            os.replace(tmp, self.index_path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-            raise
-        if durable:
-            fsync_dir(fds, self.index_path.parent)
+        # the commit: one record appended to the dir's index log (storage/index_log.py)
+        self._store._logs.of(self.data_path.parent).append(self.key, index, encode_index(self.key, index))
 
     def abort(self) -> None:
         with self._lock:
@@ -281,11 +269,10 @@ class DiskPartitionFile:
                 return
             self._state = "aborted"
             self._store._fds.discard(self._handle)
-            for path in (self.data_path, self.index_path.parent / (self.key.name + TMP_SUFFIX)):
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as exc:  # cleanup: the next remove() of the shuffle tries again
-                    log.warning("cannot delete %s: %s", path, exc)
+            try:
+                self.data_path.unlink(missing_ok=True)
+            except OSError as exc:  # cleanup: the next remove() of the shuffle tries again
+                log.warning("cannot delete %s: %s", self.data_path, exc)
         self._store._forget(self)
 
     def _kill(self, state: str) -> None:
@@ -360,6 +347,7 @@ class DiskPartitionStore:
         self._committed: dict[LocationKey, tuple[CommittedFile, int]] = {}
         self._readers: dict[LocationKey, Handle] = {}
         self._clean = CleanDirs(self._dirs)
+        self._logs = IndexLogs(self._fds, fsync)
         self._tags: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -403,14 +391,17 @@ class DiskPartitionStore:
             if disk is None:
                 raise Unavailable(f"cannot create {where}: no healthy directory is left", {"no_space": False})
             try:
-                # Files of an earlier life: uncommitted data, a damaged index, an unfinished index
-                # (none in a dir this store made or found missing: CleanDirs)
+                # Files of an earlier life: uncommitted data, a record that does not hold, an
+                # older version's index (none in a dir this store made or found missing: CleanDirs)
                 for i in range(len(self._dirs)):
                     if self._clean.clean(i, key):
                         continue
                     d = self.location_dir(i, key)
                     for suffix in (DATA_SUFFIX, INDEX_SUFFIX, TMP_SUFFIX):
                         (d / (key.name + suffix)).unlink(missing_ok=True)
+                    index_log = self._logs.of(d)
+                    if index_log.get(key) is not None:  # voided before new data is written
+                        index_log.append(key, None, encode_void(key))
                 directory = self._make_dirs(disk, key)
             except OSError as exc:
                 raise os_error("create", where, exc) from exc
@@ -479,17 +470,18 @@ class DiskPartitionStore:
             self._check_open()
             found: dict[LocationKey, tuple[CommittedFile, int]] = {}
             for disk, root in enumerate(self._dirs):
-                for key, path in walk(root, app_id, shuffle_id):
-                    if path.name.endswith(INDEX_SUFFIX) and key not in self._open:
-                        # a file committed or loaded here before is not read again
-                        cached = self._committed.get(key)
-                        entry = cached if cached is not None and cached[1] == disk else self._load(disk, key)
-                        if entry is None:
-                            continue
-                        if key in found:
-                            log.warning("skipping %s: %s is also on disk %d", path, key, found[key][1])
-                            continue
-                        found[key] = entry
+                for key in self._indexed(root, app_id, shuffle_id):
+                    if key in self._open:
+                        continue
+                    # a file committed or loaded here before is not read again
+                    cached = self._committed.get(key)
+                    entry = cached if cached is not None and cached[1] == disk else self._load(disk, key)
+                    if entry is None:
+                        continue
+                    if key in found:
+                        log.warning("skipping %s on disk %d: it is also on disk %d", key, disk, found[key][1])
+                        continue
+                    found[key] = entry
             self._committed.update(found)
             return sorted((entry[0] for entry in found.values()), key=lambda c: c.key)
 
@@ -515,6 +507,7 @@ class DiskPartitionStore:
             self._clean.forget(app_id, shuffle_id)
             for root in self._dirs:
                 app_dir = root / app_id
+                self._logs.forget(app_dir, shuffle_id)
                 target = app_dir if shuffle_id is None else app_dir / str(shuffle_id)
                 if not target.is_dir():
                     continue
@@ -611,34 +604,53 @@ class DiskPartitionStore:
         for disk in [first, *(i for i in range(len(self._dirs)) if i != first)]:
             if self._clean.clean(disk, key):  # what this store committed there is cached
                 continue
-            if (self.location_dir(disk, key) / (key.name + INDEX_SUFFIX)).exists():
-                entry = self._load(disk, key)
-                if entry is not None:
-                    self._committed[key] = entry
-                    return entry
+            entry = self._load(disk, key)
+            if entry is not None:
+                self._committed[key] = entry
+                return entry
         return None
 
+    def _indexed(self, root: Path, app_id: str | None, shuffle_id: int | None) -> list[LocationKey]:
+        """The keys that the index logs (or older versions' ``.index`` files) under ``root`` name."""
+        keys: dict[LocationKey, None] = {}
+        for directory in shuffle_dirs(root, app_id, shuffle_id):
+            try:
+                keys.update(dict.fromkeys(self._logs.of(directory).records()))
+            except OSError as exc:
+                log.warning("skipping the index log of %s: %s", directory, exc)
+        for key, path in walk(root, app_id, shuffle_id):
+            if path.name.endswith(INDEX_SUFFIX):
+                keys[key] = None
+        return list(keys)
+
     def _load(self, disk: int, key: LocationKey) -> tuple[CommittedFile, int] | None:
-        """Read and check one ``.index`` and its ``.data``; warn and return None if they do not hold."""
+        """``key``'s record in the dir's index log (or an older version's ``.index``), checked
+        against its ``.data``; warn and return None if they do not hold."""
         d = self.location_dir(disk, key)
-        index_path = d / (key.name + INDEX_SUFFIX)
-        data_path = d / (key.name + DATA_SUFFIX)
+        where = f"{key.name}'s record in {d / LOG_NAME}"
         try:
-            index = decode_index(index_path.read_bytes(), key)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            log.warning("skipping damaged index %s: %s", index_path, exc)
-            return None
+            index = self._logs.of(d).get(key)
+        except OSError as exc:
+            log.warning("skipping the index log %s: %s", d / LOG_NAME, exc)
+            index = None
+        if index is None:
+            index_path = d / (key.name + INDEX_SUFFIX)
+            where = str(index_path)
+            try:
+                index = decode_index(index_path.read_bytes(), key)
+            except FileNotFoundError:
+                return None
+            except (OSError, ValueError) as exc:
+                log.warning("skipping damaged index %s: %s", index_path, exc)
+                return None
+        data_path = d / (key.name + DATA_SUFFIX)
         try:
             size = data_path.stat().st_size
         except OSError as exc:
-            log.warning("skipping %s: its data file cannot be found: %s", index_path, exc)
+            log.warning("skipping %s: its data file cannot be found: %s", where, exc)
             return None
         if size != index.size:
-            log.warning(
-                "skipping %s: %s holds %d bytes, the index says %d", index_path, data_path, size, index.size
-            )
+            log.warning("skipping %s: %s holds %d bytes, it says %d", where, data_path, size, index.size)
             return None
         return CommittedFile(key, index), disk
 

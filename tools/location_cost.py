@@ -10,8 +10,8 @@ in a new directory under ``--dir`` (the temporary directory by default), then fo
 seal, and ``commit``. Prints one JSON line: the process CPU per location of each step, in
 µs, and for reference the CPU of a bare ``open(O_CREAT)`` of as many new files in another
 new directory beside it: on some filesystems (this project's VM, ext4) making a file costs
-from 30 to over 1,000 µs depending on the directory, which is what every location pays
-twice (its data file and its index).
+from 30 to over 1,000 µs depending on the directory, which every location pays once (its
+data file; its index is a line of the dir's ``index.log`` since issue 25, a file before).
 """
 
 from __future__ import annotations

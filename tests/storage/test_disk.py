@@ -68,16 +68,16 @@ def test_exact_paths_on_disk(tmp_path: Path, store: DiskPartitionStore) -> None:
         "etl.nightly_1",
         "etl.nightly_1/3",
         "etl.nightly_1/3/7-2-replica.data",
-        "etl.nightly_1/3/7-2-replica.index",
+        "etl.nightly_1/3/index.log",
     ]
-    assert store.open_files == 0  # commit closed the writer
+    assert store.open_files == 1  # commit closed the writer; the dir's index log stays in the LRU
 
 
 def test_the_index_file(tmp_path: Path, store: DiskPartitionStore) -> None:
     k = key("app", 1, 2, 3)
     raw = commit(store, k, b"x" * 100)
-    text = (tmp_path / "d0/app/1/2-3-primary.index").read_bytes()
-    assert text.endswith(b"\n") and b" " not in text
+    text = (tmp_path / "d0/app/1/index.log").read_bytes()  # the record is the log's one line
+    assert text.endswith(b"\n") and b" " not in text and text.count(b"\n") == 1
     doc = json.loads(text)
     assert doc == {
         "version": 1,
@@ -113,8 +113,13 @@ def _damage(text: bytes) -> list[bytes]:
 def test_a_damaged_index_is_skipped(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, store: DiskPartitionStore, case: int
 ) -> None:
-    commit(store, key(partition=1), b"good")
-    commit(store, key(partition=2), b"bad")
+    # an older version's layout: one ``.index`` file per location, still read
+    for partition, data in ((1, b"good"), (2, b"bad")):
+        commit(store, key(partition=partition), data)
+    log_path = tmp_path / "d0/app-1/0/index.log"
+    for partition, line in zip((1, 2), log_path.read_bytes().splitlines(keepends=True), strict=True):
+        (tmp_path / f"d0/app-1/0/{partition}-0-primary.index").write_bytes(line)
+    log_path.unlink()
     path = tmp_path / "d0/app-1/0/2-0-primary.index"
     damaged = _damage(path.read_bytes())[case]
     with pytest.raises(ValueError, match=r".+"):
@@ -239,7 +244,7 @@ def test_remove_deletes_only_empty_directories(tmp_path: Path, store: DiskPartit
         "a",
         "a/2",
         "a/2/0-0-primary.data",
-        "a/2/0-0-primary.index",
+        "a/2/index.log",
         *tree_of_b(),
     ]
     assert store.remove("a", 2) == 1
@@ -247,7 +252,7 @@ def test_remove_deletes_only_empty_directories(tmp_path: Path, store: DiskPartit
 
 
 def tree_of_b() -> list[str]:
-    return ["b", "b/1", "b/1/0-0-primary.data", "b/1/0-0-primary.index"]
+    return ["b", "b/1", "b/1/0-0-primary.data", "b/1/index.log"]
 
 
 def test_remove_after_a_restart_deletes_uncommitted_files(tmp_path: Path, store: DiskPartitionStore) -> None:
@@ -330,7 +335,7 @@ def test_descriptors_stay_bounded(tmp_path: Path) -> None:
         for f, b in zip(files, builders, strict=True):
             f.commit(b.build())
             assert fds_under(root) <= 4
-        assert store.open_files == 0
+        assert store.open_files == 1  # the dir's index log
         for rnd in range(2):  # readers share the bound
             for k, data in zip(keys, expected, strict=True):
                 assert store.read(k, rnd, len(data) - rnd) == data[rnd:]
@@ -413,7 +418,7 @@ def test_close_releases_every_descriptor(tmp_path: Path) -> None:
     commit(store, key(partition=0), b"data")
     store.read(key(partition=0), 0, 1)
     store.create(key(partition=1)).write([b"open"])
-    assert fds_under(root) == 2
+    assert fds_under(root) == 3  # the reader, the writer and the index log
     store.close()
     assert fds_under(root) == 0
     assert (root / "app-1/0/1-0-primary.data").read_bytes() == b"open"  # left as a crash would
@@ -497,7 +502,13 @@ def test_commit_is_durable(store: DiskPartitionStore, monkeypatch: pytest.Monkey
     f.write([b"abc"])
     monkeypatch.setattr(os, "fsync", recording_fsync)
     f.commit(whole(3))
-    assert [Path(p).name for p in synced] == ["0-0-primary.data", "0-0-primary.index.tmp", "0"]
+    # the data, the dir's index log, and the dir: the log's name is new
+    assert [Path(p).name for p in synced] == ["0-0-primary.data", "index.log", "0"]
+    synced.clear()
+    f = store.create(key(partition=1))
+    f.write([b"abc"])
+    f.commit(whole(3))
+    assert [Path(p).name for p in synced] == ["1-0-primary.data", "index.log"]
 
 
 def test_a_failed_commit_can_be_retried(store: DiskPartitionStore, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from croupier.storage.index_file import encode_index
+from croupier.storage.index_log import LOG_NAME
+from croupier.storage.store import LocationKey
 from croupier.tools.verify_damage import damage_copy
 from croupier.tools.verify_faults import KINDS, PHASES, Fault, parse_faults, schedule
 from croupier.tools.verify_report import Report
@@ -19,6 +22,7 @@ from croupier.tools.verify_workload import (
     pools,
     record_bytes,
 )
+from tests.storage.helpers import whole
 
 
 def test_faults_default_to_every_kind_that_applies_and_corruption_only_after_the_commit() -> None:
@@ -81,6 +85,19 @@ def test_damage_flips_one_byte_or_cuts_ten(tmp_path: Path) -> None:
     damage_copy([tmp_path / "d0"], "app", 0, "3-0-primary", "truncate-index", rng)
     assert len((folder / "3-0-primary.index").read_bytes()) == 40
     assert damage_copy([tmp_path / "d0"], "app", 0, "4-0-primary", "flip-data", rng) == []
+    # the copy's record in the dir's index log: only its line, which keeps its end
+    lines = [encode_index(LocationKey("app", 0, p, 0, "primary"), whole(100)) for p in (2, 3, 4)]
+    (folder / LOG_NAME).write_bytes(b"".join(lines))
+    done = damage_copy([tmp_path / "d0"], "app", 0, "3-0-primary", "truncate-index", rng)
+    assert done == [
+        "cut 10 bytes off 3-0-primary.index",
+        "cut 10 bytes off record 2 (3-0-primary) of index.log",
+    ]
+    assert (folder / LOG_NAME).read_bytes() == lines[0] + lines[1][:-11] + b"\n" + lines[2]
+    damage_copy([tmp_path / "d0"], "app", 0, "4-0-primary", "flip-index", rng)
+    damaged = (folder / LOG_NAME).read_bytes().splitlines(keepends=True)
+    assert damaged[:2] == [lines[0], lines[1][:-11] + b"\n"] and len(damaged[2]) == len(lines[2])
+    assert damaged[2] != lines[2] and damaged[2].endswith(b"\n")
     with pytest.raises(ValueError):
         damage_copy([tmp_path / "d0"], "app", 0, "3-0-primary", "melt-data", rng)
 
