@@ -27,12 +27,23 @@ nothing refers to it any more (libzmq has sent the frame and pyzmq dropped the v
 view of it holds a reference to it, so its reference count tells. The pool keeps at most
 ``LEND_POOL_BYTES``; a read that finds no free buffer and no room for a new one is copied
 out as before (``read_direct``), so a slow reader never makes the pool grow.
+
+Small files go through the page cache (:func:`write_small`, ``SMALL_FILE``). For a location
+of a few KiB, a padded ``O_DIRECT`` write is a synchronous device write of its last block,
+and the commit's ``ftruncate`` then reads that block back to cut it (``perf``:
+``ext4_block_zero_page_range``); the memory tier's read-back at commit is a device read too.
+So a write that leaves its file at most ``SMALL_FILE`` bytes (every earlier write did too) is
+a buffered ``pwrite`` (the descriptor's ``O_DIRECT`` is cleared for it and set again), and
+a committed file of at most ``SMALL_FILE`` bytes is read buffered. The kernel keeps the page
+cache and direct I/O of one file coherent, so which way a file was written never changes
+what a read returns: the choice is for speed only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import mmap
 import os
 import sys
@@ -45,12 +56,14 @@ from croupier.storage._fds import writev_all
 __all__ = [
     "ALIGN",
     "LEND_POOL",
+    "SMALL_FILE",
     "STAGE",
     "LendPool",
     "lend_direct",
     "read_direct",
     "supports_direct",
     "write_direct",
+    "write_small",
 ]
 
 ALIGN = 4096
@@ -60,6 +73,8 @@ _GROW = 256 * 1024
 LEND_POOL_BYTES = 64 * 1024 * 1024  # bytes of read buffers kept for replies (lend_direct)
 # Smaller reads are copied out: ZeroMQ copies frames under 64 KiB anyway (transports/_framing.py).
 LEND_MIN = 64 * 1024
+
+SMALL_FILE = 64 * 1024  # files of at most this many bytes are written and read buffered
 
 _local = threading.local()
 
@@ -134,6 +149,30 @@ def write_direct(fd: int, size: int, tail: bytes, pieces: Sequence[bytes | memor
         view[fill:padded] = bytes(padded - fill)
         writev_all(fd, [view[:padded]])
     return bytes(view[fill - keep : fill])
+
+
+def write_small(fd: int, size: int, tail: bytes, pieces: Sequence[bytes | memoryview]) -> bytes | None:
+    """Append ``pieces`` at ``size`` to the ``O_DIRECT`` file ``fd`` through the page cache
+    (no padding: the file ends at its size), and return its new tail, as ``write_direct``;
+    ``None``, with nothing written, where the descriptor's ``O_DIRECT`` cannot be cleared.
+
+    Raises:
+        OSError: a write failed (the caller cuts the file back to ``size``).
+    """
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_DIRECT)
+    except OSError:
+        return None
+    try:
+        data = b"".join(pieces)
+        done = 0
+        while done < len(data):
+            done += os.pwrite(fd, memoryview(data)[done:], size + done)
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+    keep = (size + len(data)) % ALIGN
+    return (tail + data)[len(tail) + len(data) - keep :] if keep else b""
 
 
 def read_direct(fd: int, offset: int, length: int) -> bytes:

@@ -53,7 +53,8 @@ the call raise (``Unavailable``, ``details.no_space`` true when the failures wer
 
 With ``direct=True`` (the worker's default) the ``.data`` files are written and read with
 ``O_DIRECT`` (:mod:`croupier.storage._direct`): every write rewrites the file's last partial
-block and pads its own, the commit cuts the file to its size; the files are the same.
+block and pads its own, the commit cuts the file to its size; the files are the same. Files
+of at most ``SMALL_FILE`` (64 KiB) are written and read through the page cache instead.
 
 Uncommitted ``.data`` files left by a crash stay on disk (``scan`` ignores
 them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
@@ -72,7 +73,14 @@ from typing import cast
 
 from croupier.core import ids
 from croupier.core.errors import Conflict, NotCommitted, Unavailable, UnknownShuffle
-from croupier.storage._direct import lend_direct, read_direct, supports_direct, write_direct
+from croupier.storage._direct import (
+    SMALL_FILE,
+    lend_direct,
+    read_direct,
+    supports_direct,
+    write_direct,
+    write_small,
+)
 from croupier.storage._dirs import NO_SPACE, DirHealth, default_reserve
 from croupier.storage._fds import (
     READ_FLAGS,
@@ -143,6 +151,7 @@ class DiskPartitionFile:
         self._handle = Handle(self.data_path, store._write_flags)
         self._size = 0
         self._tail = b""  # O_DIRECT: the bytes of the file's last partial block (written too)
+        self._padded = False  # O_DIRECT: a padded write may have left the file past its size
         self._state = "open"
         self._lock = threading.Lock()
 
@@ -178,7 +187,12 @@ class DiskPartitionFile:
         with self._store._fds.use(self._handle) as fd:
             try:
                 if self._store.direct:
-                    self._tail = write_direct(fd, self._size, self._tail, views)
+                    small = not self._padded and self._size + sum(len(v) for v in views) <= SMALL_FILE
+                    tail = write_small(fd, self._size, self._tail, views) if small else None
+                    if tail is None:
+                        self._padded = True
+                        tail = write_direct(fd, self._size, self._tail, views)
+                    self._tail = tail
                 else:
                     writev_all(fd, views)
             except OSError:
@@ -255,7 +269,7 @@ class DiskPartitionFile:
         # Opening creates the file if nothing was ever written.
         durable = self._store.fsync
         with fds.use(self._handle) as fd:
-            if self._store.direct:
+            if self._padded:
                 os.ftruncate(fd, self._size)  # its last block was written padded
             if durable:
                 os.fsync(fd)
@@ -439,13 +453,14 @@ class DiskPartitionStore:
             handle = self._readers.get(key)
             if handle is None:
                 path = self.location_dir(disk, key) / (key.name + DATA_SUFFIX)
-                handle = self._readers[key] = Handle(path, self._read_flags)
+                flags = self._read_flags if done.index.size > SMALL_FILE else READ_FLAGS
+                handle = self._readers[key] = Handle(path, flags)
         check_range(key, offset, length, done.index.size)
         if not length:
             return b""
         try:
             with self._fds.use(handle) as fd:
-                if self.direct:
+                if handle.flags & os.O_DIRECT:
                     return lend_direct(fd, offset, length) if lend else read_direct(fd, offset, length)
                 data = os.pread(fd, length, offset)
                 if len(data) < length:  # rare: a huge read, or the file shrank underneath us

@@ -6,6 +6,11 @@ to one side is seen better here, with repeats of that side on one cluster.
 
 Prints one JSON line: the workers' CPU-s per GiB of each push and of each read (every read
 verified as ``croupier demo`` does), and their medians.
+
+A push's figure includes the work it leaves behind: the workers flush and commit their
+copies after the master has the mappers' ends, so a push is measured until the workers'
+CPU settles (:func:`settle`), not when ``summary()`` returns. Without that, a push of many
+small partitions left most of its cost to the first read.
 """
 
 from __future__ import annotations
@@ -14,13 +19,33 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from croupier.core.config import WorkerConfig
 from croupier.tools.demo import _Bar, _check, _Job, _push, _read, _record_plan
 from croupier.tools.proc import cpu_seconds
 
-__all__ = ["phase_cpu"]
+__all__ = ["phase_cpu", "settle"]
+
+IDLE_CPU_S = 0.05  # the workers' CPU-s in one step of SETTLE_STEP_S, at most, once settled
+SETTLE_STEP_S = 0.5
+
+
+def settle(cpu: Callable[[], float], *, timeout: float = 120.0) -> float:
+    """Wait until ``cpu()`` (CPU-s so far) grows by at most ``IDLE_CPU_S`` in a step of
+    ``SETTLE_STEP_S``; its value then, less that quiet step's growth (after ``timeout``
+    seconds, its value then)."""
+    deadline = time.monotonic() + timeout
+    last = cpu()
+    while True:
+        time.sleep(SETTLE_STEP_S)
+        now = cpu()
+        if now - last <= IDLE_CPU_S:
+            return last
+        if time.monotonic() > deadline:
+            return now
+        last = now
 
 
 def phase_cpu(
@@ -60,9 +85,8 @@ def phase_cpu(
             job = _Job(cluster.master_url, sh.handle(), mappers, partitions, 2, "", 0.0)
             before = cpu()
             _, _, written, _ = _push(job, budget, 0, _Bar(False, size))
-            sh.summary()  # committed
-            time.sleep(0.5)
-            pushes.append((cpu() - before) / (written / 2**30))
+            sh.summary()  # committed at the master; the workers may still flush and commit
+            pushes.append((settle(cpu) - before) / (written / 2**30))
         if job is None:
             raise ValueError("reps must be at least 1")
         for _ in range(reps):

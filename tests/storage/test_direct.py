@@ -3,6 +3,7 @@ files and reads as a buffered store, whatever the sizes of the writes."""
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import random
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from croupier.storage import _direct
+from croupier.storage import _direct, disk
 from croupier.storage.disk import DiskPartitionStore
 from croupier.storage.store import ChunkIndex, LocationKey
 
@@ -31,8 +32,12 @@ def _index(size: int) -> ChunkIndex:
     return index
 
 
+@pytest.mark.parametrize("small_file", [0, _direct.SMALL_FILE])  # direct only; small ones buffered
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_direct_files_equal_buffered_ones(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_direct_files_equal_buffered_ones(
+    tmp_path: Path, seed: int, small_file: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(disk, "SMALL_FILE", small_file)
     monkeypatch.setattr(_direct, "STAGE", 3 * _direct.ALIGN)  # writes wider than the stage too
     monkeypatch.setattr(_direct, "_local", threading.local())  # a stage of that size
     rng = random.Random(seed)
@@ -58,6 +63,7 @@ def test_direct_files_equal_buffered_ones(tmp_path: Path, seed: int, monkeypatch
 
 
 def test_a_failed_direct_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(disk, "SMALL_FILE", 0)
     store = _store(tmp_path, True)
     f = store.create(KEY)
     first = os.urandom(5000)
@@ -72,6 +78,95 @@ def test_a_failed_direct_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.M
     f.write([b"x" * 10])
     f.commit(_index(5010))
     assert f.data_path.read_bytes() == first + b"x" * 10
+    store.close()
+
+
+# -- small files through the page cache (SMALL_FILE) ----------------------------------------------
+def _count(monkeypatch: pytest.MonkeyPatch, *names: str) -> dict[str, int]:
+    calls = dict.fromkeys(names, 0)
+    for name in names:
+        real = getattr(os, name)
+
+        def counted(*args: object, _name: str = name, _real: object = real) -> object:
+            calls[_name] += 1
+            return _real(*args)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, counted)
+    return calls
+
+
+def test_a_small_location_is_committed_and_read_back_without_a_device_round_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path, True)
+    data = os.urandom(10_000)  # a partition of a 6,400-partition shuffle: a few KiB per copy
+    calls = _count(monkeypatch, "ftruncate", "preadv", "pwrite")
+    f = store.create(KEY)
+    f.write([data[:3000]])
+    f.write([memoryview(data)[3000:]])
+    f.commit(_index(len(data)))
+    assert store.read(KEY, 0, len(data)) == data  # what the memory tier does at commit
+    assert store.read_view(KEY, 4000, 10) == data[4000:4010]
+    # no padded block written, none cut off (read back) at commit, and no O_DIRECT read
+    assert calls == {"ftruncate": 0, "preadv": 0, "pwrite": 2}
+    assert f.data_path.read_bytes() == data
+    store.close()
+
+
+def test_a_small_file_that_grows_goes_on_with_direct_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path, True)
+    first, big, last = os.urandom(5000), os.urandom(3 * _direct.SMALL_FILE + 1), os.urandom(7)
+    f = store.create(KEY)
+    f.write([first])
+    calls = _count(monkeypatch, "ftruncate", "pwrite")
+    f.write([big])  # from the small file's last partial block on, padded
+    f.write([last])  # still direct: the file may end past its size now
+    f.commit(_index(len(first) + len(big) + len(last)))
+    assert calls == {"ftruncate": 1, "pwrite": 0}
+    assert f.data_path.read_bytes() == first + big + last
+    assert store.read(KEY, 4000, 2000) == (first + big)[4000:6000]
+    store.close()
+
+
+def test_a_failed_small_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _store(tmp_path, True)
+    f = store.create(KEY)
+    first = os.urandom(5000)
+    f.write([first])
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda *a: (_ for _ in ()).throw(OSError(5, "EIO")))
+    monkeypatch.setattr(store._health, "choose", lambda *a, **k: None)  # no other dir to move to
+    with pytest.raises(Exception, match="EIO"):
+        f.write([os.urandom(1000)])
+    monkeypatch.setattr(os, "pwrite", real)
+    assert f.data_path.read_bytes() == first
+    f.write([b"x" * 10])  # the descriptor is O_DIRECT again, and small writes still work
+    f.commit(_index(5010))
+    assert f.data_path.read_bytes() == first + b"x" * 10
+    store.close()
+
+
+def test_a_descriptor_that_keeps_o_direct_writes_small_files_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path, True)
+    real = fcntl.fcntl
+
+    def refuse(fd: int, cmd: int, arg: int = 0) -> int:
+        if cmd == fcntl.F_SETFL:
+            raise OSError(22, "EINVAL")
+        return int(real(fd, cmd, arg))
+
+    monkeypatch.setattr(fcntl, "fcntl", refuse)
+    failed: list[OSError] = []
+    monkeypatch.setattr(store._health, "write_failed", lambda disk, exc: failed.append(exc))
+    f = store.create(KEY)
+    f.write([b"small" * 100])
+    f.commit(_index(500))
+    assert f.data_path.read_bytes() == b"small" * 100  # written padded, cut at commit
+    assert failed == []  # not a failed write: the disk stays healthy
     store.close()
 
 
