@@ -24,6 +24,7 @@ import math
 import statistics
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -45,10 +46,24 @@ _COUNTERS = (
 _HISTOGRAMS = ("croupier_worker_push_ack_seconds", "croupier_worker_fetch_chunk_seconds")
 
 
-def _worker_urls(cluster: LocalCluster) -> list[str]:
-    status = cluster.status()
-    http = (status.get("master") or {}).get("worker_http") or {}
-    return [f"http://{w['host']}:{http[w['worker_id']]}" for w in status["workers"] if w["worker_id"] in http]
+def _worker_urls(cluster: LocalCluster, timeout: float = 15.0) -> list[str]:
+    """Every worker's metrics URL. The master learns a worker's HTTP port from its heartbeats,
+    so one may be missing for a moment (just started, or just re-registered); a worker left
+    out would be left out of every count, so this waits for all of them.
+
+    Raises:
+        RuntimeError: some worker's port was still unknown after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        status = cluster.status()
+        http = (status.get("master") or {}).get("worker_http") or {}
+        missing = [w["worker_id"] for w in status["workers"] if w["worker_id"] not in http]
+        if not missing:
+            return [f"http://{w['host']}:{http[w['worker_id']]}" for w in status["workers"]]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the master knows no HTTP port of workers {missing}")
+        time.sleep(0.1)
 
 
 def _scrape(urls: list[str]) -> dict[str, Any]:
