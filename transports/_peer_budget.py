@@ -14,7 +14,8 @@ threads, so without that guess a burst of requests read at once would all be adm
 A peer at or over its cap gets no new requests handled: they are parked, up to the
 cap's worth of request bytes too, and handled in order once its replies drain.
 Requests beyond that are shed (the peer is not reading its replies anyway). A client
-that stops reading stalls only itself.
+that stops reading stalls only itself. A peer that disconnects has its parked requests
+dropped (``gone``): they are not handled for nobody.
 
 State: owned by the RPC server's thread alone; nothing here is thread-safe.
 """
@@ -133,6 +134,17 @@ class PeerBudget:
                 if len(self._idle) > _IDLE_PEERS:
                     self._idle.popitem(last=False)
         return ready
+
+    def gone(self, peer: bytes) -> int:
+        """``peer`` has disconnected: drop its parked requests (no reply could reach it, so
+        handling them would only burn the server's CPU); how many were dropped."""
+        state = self._peers.get(peer)
+        if state is None:
+            return 0
+        dropped = len(state.parked)
+        state.parked.clear()
+        state.parked_bytes = 0
+        return dropped
 
     def unpark(self, peer: bytes) -> list[zmq.Frame] | None:
         """The next parked request of ``peer`` while it is under its cap, else None."""

@@ -122,3 +122,40 @@ def test_parked_requests_reach_a_burst_handler(ctx: _Ctx) -> None:
             assert got == set(range(1, 65))
         finally:
             sock.close(linger=0)
+
+
+def test_a_peer_that_disconnects_has_its_parked_requests_dropped_unhandled(ctx: _Ctx) -> None:
+    """A client that sent many requests, read nothing and went away costs the server no more
+    handling: once a reply finds the peer gone, its parked requests are dropped.
+
+    Before, every parked request was handled once the gone peer's replies were dropped by
+    libzmq, each reply computed for nobody (a master built 100 replies of 10,000 partitions
+    for a closed socket, and its RPC thread did not stop within 10 s: tests/fuzz/test_live_unread).
+    """
+    handled = 0
+
+    def counted(request: Request, responder: Responder) -> None:
+        nonlocal handled
+        handled += 1
+        big_reply(request, responder)
+
+    with RpcServer("tcp://127.0.0.1:0", counted, context=ctx, name="gone") as server:
+        lazy = ctx.socket(zmq.DEALER)
+        lazy.setsockopt(zmq.LINGER, 0)
+        lazy.setsockopt(zmq.RCVHWM, 1)
+        lazy.setsockopt(zmq.RCVBUF, 64 * 1024)
+        lazy.connect(server.url)
+        for rid in range(1, REQUESTS + 1):
+            lazy.send_multipart([Header(Kind.REQUEST, MsgType.PING, rid).encode(), b"{}"])
+        settle(server)
+        before = handled
+        assert server.stats.parked > 10
+        lazy.close(linger=0)
+        deadline = time.monotonic() + 10
+        while server.stats.unroutable == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        settle(server)
+        assert server.stats.unroutable > 0
+        print(f"handled {before} before the peer went, {handled - before} after; shed {server.stats.shed}")
+        assert handled - before <= 2, f"{handled - before} requests handled for a gone peer"
+        assert server.stats.shed >= REQUESTS - handled

@@ -108,7 +108,8 @@ class RpcServerStats:
         unroutable: replies to peers that had gone (EHOSTUNREACH).
         dropped: replies not sent for another reason (peer at its HWM, server stopped).
         parked: requests held back because their peer had a full reply budget.
-        shed: requests dropped because their peer's parked requests were full too.
+        shed: requests dropped because their peer's parked requests were full too, or because
+            the peer disconnected while they were parked.
         unauthorized: UNAUTHORIZED replies (PROTOCOL §2.1; also in ``errors``).
     """
 
@@ -494,7 +495,7 @@ class RpcServer:
         they are a burst too (a handler may wait for its end before it answers)."""
         resumed = False
         for peer in self._budget.reap():
-            while (frames := self._budget.unpark(peer)) is not None:
+            while not self._stopping and (frames := self._budget.unpark(peer)) is not None:
                 resumed = True
                 try:
                     self._dispatch(frames)
@@ -612,7 +613,14 @@ class RpcServer:
             self.stats.replies -= 1
             if exc.errno == zmq.EHOSTUNREACH:
                 self.stats.unroutable += 1
-                logger.debug("%s: peer %s has gone; reply dropped", self.name, _peer_name(peer))
+                dropped = self._budget.gone(peer)
+                self.stats.shed += dropped
+                logger.debug(
+                    "%s: peer %s has gone; reply and %d parked requests dropped",
+                    self.name,
+                    _peer_name(peer),
+                    dropped,
+                )
             else:
                 self.stats.dropped += 1
                 logger.warning("%s: reply to %s failed: %s", self.name, _peer_name(peer), exc)
