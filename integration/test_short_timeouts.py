@@ -56,29 +56,27 @@ def _read_all(sh: croupier.Shuffle) -> list[bytes]:
 
 
 @pytest.fixture
-def short_worker_timeout(tmp_path: Path) -> Iterator[tuple[Proc, list[Proc], Path]]:
-    yield from _cluster(tmp_path, "--worker-timeout", "6s")
+def short_timeouts(tmp_path: Path) -> Iterator[tuple[Proc, list[Proc], Path]]:
+    # both timeouts in one cluster: the workers and the app outlive them over the same 20 s
+    yield from _cluster(tmp_path, "--worker-timeout", "6s", "--app-timeout", "8s")
 
 
-@pytest.fixture
-def short_app_timeout(tmp_path: Path) -> Iterator[tuple[Proc, list[Proc], Path]]:
-    yield from _cluster(tmp_path, "--app-timeout", "8s")
-
-
-def test_default_workers_stay_alive_under_a_6s_worker_timeout(
-    short_worker_timeout: tuple[Proc, list[Proc], Path],
+def test_default_workers_and_apps_outlive_a_6s_worker_and_an_8s_app_timeout(
+    short_timeouts: tuple[Proc, list[Proc], Path],
 ) -> None:
-    master, workers, secret = short_worker_timeout
+    master, workers, secret = short_timeouts
     with croupier.connect(master.url) as client:
-        app = client.register_app("short-worker-timeout")
+        app = client.register_app("short-timeouts")
         sh = app.register_shuffle(num_mappers=2, num_partitions=4)
         _write(sh, 0)
+        time.sleep(OUTLIVE_S / 2)  # mid-job: one map ended, one to go
         _write(sh, 1)
-        assert _read_all(sh) == sorted(RECORDS)
-        time.sleep(OUTLIVE_S)
+        time.sleep(OUTLIVE_S / 2)  # committed: its data must stay until the app ends
         statuses = [w["status"] for w in admin(master.url, "workers", secret_file=secret)]
         assert statuses == ["active"] * WORKERS, statuses
+        assert [a["app_id"] for a in admin(master.url, "apps", secret_file=secret)] == [app.app_id]
         assert _read_all(sh) == sorted(RECORDS)  # every copy is still known and readable
+        assert app.heartbeats >= 6  # every 8 s / 3 at most, not every 10 s
         again = app.register_shuffle(num_mappers=2, num_partitions=4)  # placed on live workers
         _write(again, 0)
         _write(again, 1)
@@ -87,20 +85,3 @@ def test_default_workers_stay_alive_under_a_6s_worker_timeout(
     for worker in workers:
         # the interval each worker chose, and why, is logged at registration
         assert "worker timeout is 6s: heartbeats every 2s" in worker.log(), worker.log()[-2000:]
-
-
-def test_a_default_app_is_not_expired_under_an_8s_app_timeout(
-    short_app_timeout: tuple[Proc, list[Proc], Path],
-) -> None:
-    master, _, secret = short_app_timeout
-    with croupier.connect(master.url) as client:
-        app = client.register_app("short-app-timeout")
-        sh = app.register_shuffle(num_mappers=2, num_partitions=4)
-        _write(sh, 0)
-        time.sleep(OUTLIVE_S / 2)  # mid-job: one map ended, one to go
-        _write(sh, 1)
-        time.sleep(OUTLIVE_S / 2)  # committed: its data must stay until the app ends
-        assert [a["app_id"] for a in admin(master.url, "apps", secret_file=secret)] == [app.app_id]
-        assert _read_all(sh) == sorted(RECORDS)
-        assert app.heartbeats >= 6  # every 8 s / 3 at most, not every 10 s
-        app.unregister()
