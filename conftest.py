@@ -22,6 +22,33 @@ settings.register_profile("croupier", deadline=None)
 settings.load_profile("croupier")
 
 
+# Tests that start JVMs (Spark drivers and executors, the Java client) form one unit of work
+# for pytest-xdist, so that two of them never run at once on a small machine; everything else
+# goes by file, which keeps a module's fixtures on one worker (what ./test runs: ``-n 2 --dist
+# loadfile``). xdist's own ``xdist_group`` marks cannot do this under pytest 9: its loadgroup
+# scheduler renames ``item._nodeid``, which pytest 9's ``nodeid`` no longer reads.
+JVM_TESTS = ("integration/spark/", "integration/test_jvm_", "tests/jvm/")
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work an xdist worker takes whole: ``jvm``, or the test's file."""
+    path = nodeid.split("::", 1)[0]
+    return "jvm" if path.startswith(JVM_TESTS) else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
+
+    class ByWorkUnit(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
+
+
 def _socket_fds() -> set[str]:
     out = set()
     for fd in os.listdir("/proc/self/fd"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 
@@ -98,6 +99,9 @@ def test_one_partition(cluster: HasMasterUrl, config: ClientConfig) -> None:
 
 
 def test_thousand_partitions(cluster: HasMasterUrl, config: ClientConfig) -> None:
+    # width, not timing: a worker that gives each of its 1,000 locations an actor can take more
+    # than the fast config's 3 s to answer a push on a loaded machine (./test runs two suites at once)
+    config = dataclasses.replace(config, rpc_timeout=30.0)
     with croupier.connect(cluster.master_url, config=config) as client:
         app = client.register_app("wide")
         sh = app.register_shuffle(num_mappers=2, num_partitions=1000)
