@@ -45,7 +45,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
@@ -78,6 +78,7 @@ from croupier.core.commands import (
     GetShuffle,
     LoseWorker,
     MapperEnd,
+    MapperEndBatch,
     RegisterApp,
     RegisterShuffle,
     RegisterWorker,
@@ -97,6 +98,7 @@ from croupier.core.events import (
     AppUnregistered,
     Event,
     MapperEnded,
+    MappersEnded,
     ShuffleRegistered,
     ShuffleUnregistered,
     WorkerLost,
@@ -144,6 +146,7 @@ _READS_QUOTAS = (RegisterApp, RegisterShuffle, Status)
 _SHUFFLE_READS = (GetLocations, GetLocationsBatch, GetShuffle)
 _TOUCHED_MAX = 10_000
 _WORKER_BEATS = (WorkerHeartbeat, RegisterWorker)
+_ENDS = frozenset({MapperEnd, MapperEndBatch})  # the hot commands: ``_end_map``
 _PLACES = (RegisterShuffle, RevivePartition, RerunMaps)
 _ENRICHED = (RegisterShuffle, RevivePartition)
 _PUSHED_READERS = (RegisterShuffle, Status)
@@ -393,8 +396,8 @@ class MasterActor(pykka.ThreadingActor):
         return command
 
     def _handle_one(self, command: Command, reply: ReplyFn | None, validated: bool) -> None:
-        if type(command) is MapperEnd and self._writable:
-            self._end_map(command, reply, validated)
+        if type(command) in _ENDS and self._writable:
+            self._end_map(cast("MapperEnd | MapperEndBatch", command), reply, validated)
             return
         self.commands += 1
         admitted = self._admit(command, reply)
@@ -427,8 +430,8 @@ class MasterActor(pykka.ThreadingActor):
         if self._snapshots.due(self.state.seq, self._committer.groups):
             self._snapshot()
 
-    def _end_map(self, command: MapperEnd, reply: ReplyFn | None, validated: bool) -> None:
-        """``_handle_one`` for MAPPER_END, the hot command, without the steps it never takes
+    def _end_map(self, command: MapperEnd | MapperEndBatch, reply: ReplyFn | None, validated: bool) -> None:
+        """``_handle_one`` for MAPPER_END(_BATCH), the hot ones, without the steps they never take
         (admission of unsigned registrations, soft state, quotas, placements, timeouts)."""
         self.commands += 1
         now = self._clock()
@@ -576,7 +579,7 @@ class MasterActor(pykka.ThreadingActor):
     def _after(self, event: Event, now: float) -> None:
         """Keep the app actors and the commit coordinator in step with the fold."""
         match event:  # the hot one first
-            case MapperEnded(app_id=app_id, shuffle_id=sid):
+            case MappersEnded(app_id=app_id, shuffle_id=sid) | MapperEnded(app_id=app_id, shuffle_id=sid):
                 info = self.state.shuffle(app_id, sid)
                 if info is not None and info.all_ended and info.commit is None:
                     self._start_commit(app_id, sid)

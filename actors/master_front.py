@@ -41,7 +41,6 @@ import blake3
 import pykka
 
 from croupier.actors.commit_coordinator import CommitCoordinator
-from croupier.actors.mapper_end_batch import expand as expand_ends
 from croupier.actors.master_actor import (
     BurstGate,
     Describe,
@@ -65,7 +64,6 @@ from croupier.core.commands import (
     INTERNAL_TYPES,
     AppHeartbeat,
     Command,
-    MapperEndBatch,
     RegisterApp,
     Status,
     TakeOver,
@@ -426,11 +424,7 @@ class MasterFront:
             body = self._when_idle(command)
             responder.ok(public_status(body) if public else body)
             return
-        reply = self._replier(command, responder, public)
-        if isinstance(command, MapperEndBatch):
-            self._burst.extend(expand_ends(command, reply))  # one MapperEnd per entry, in order
-            return
-        self._burst.append((command, reply))
+        self._burst.append((command, self._replier(command, responder, public)))
 
     def _replier(self, command: Command, responder: Responder, public: bool) -> ReplyFn:
         ensemble = self._ensemble if isinstance(command, Status) else None

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from croupier.core.bitmap import decode_bitmap, validate_bitmap
 from croupier.core.commands import (
     AppHeartbeat,
     Command,
@@ -33,6 +32,7 @@ from croupier.core.commands import (
     GetShuffle,
     LoseWorker,
     MapperEnd,
+    MapperEndBatch,
     Ping,
     RegisterApp,
     RegisterShuffle,
@@ -55,8 +55,6 @@ from croupier.core.errors import (
     NotCommitted,
     QuotaExceeded,
     Unauthorized,
-    UnknownApp,
-    UnknownShuffle,
     UnknownWorker,
 )
 from croupier.core.events import (
@@ -66,7 +64,6 @@ from croupier.core.events import (
     CopiesOffloaded,
     Event,
     LeaderChanged,
-    MapperEnded,
     PartitionRevived,
     ShuffleCommitted,
     ShuffleRegistered,
@@ -76,6 +73,9 @@ from croupier.core.events import (
     WorkerLost,
     WorkerRegistered,
 )
+from croupier.core.lookup import need_app as _app
+from croupier.core.lookup import need_shuffle as _shuffle
+from croupier.core.map_ends import end_map, end_maps
 from croupier.core.placement import Candidate, place
 from croupier.core.quotas import DEFAULT_TENANT, QuotaContext, check_shuffle, resolve_tenant
 from croupier.core.replies import (
@@ -85,7 +85,6 @@ from croupier.core.replies import (
     DecommissionReply,
     LocationsBatchReply,
     LocationsReply,
-    MapperEndReply,
     PartitionLocation,
     PartitionLocations,
     PingReply,
@@ -107,19 +106,6 @@ __all__ = ["Decision", "decide", "locations_batch_reply", "locations_reply", "sh
 
 Decision = tuple[Reply, list[Event]]
 FailedCopies = dict[int, list[tuple[int, str]]]
-
-
-def _app(state: MasterState, app_id: str) -> None:
-    if app_id not in state.apps:
-        raise UnknownApp(f"app {app_id!r} is not registered (unregistered, expired, or never known)")
-
-
-def _shuffle(state: MasterState, app_id: str, shuffle_id: int) -> ShuffleInfo:
-    _app(state, app_id)
-    info = state.shuffle(app_id, shuffle_id)
-    if info is None:
-        raise UnknownShuffle(f"shuffle {app_id}/{shuffle_id} is not registered")
-    return info
 
 
 def _worker(state: MasterState, wid: str) -> None:
@@ -493,28 +479,6 @@ def state_with(state: MasterState, info: ShuffleInfo) -> MasterState:
     return view
 
 
-def _mapper_end(state: MasterState, cmd: MapperEnd, now: float, rng: random.Random) -> Decision:
-    info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
-    if not 0 <= cmd.map_id < info.num_mappers:
-        raise BadRequest(f"map_id {cmd.map_id} is out of range 0..{info.num_mappers - 1}")
-    winner = info.winners.get(cmd.map_id)
-    if winner is not None:
-        return MapperEndReply(winner[0], winner[0] == cmd.attempt_id, info.all_ended), []
-    if info.commit is not None:  # pragma: no cover - commit needs every map ended
-        raise Conflict("shuffle already committed")
-    if info.refuses(cmd.map_id, cmd.attempt_id):
-        raise Conflict(
-            f"attempt {cmd.attempt_id} of map {cmd.map_id} lost its data and was rerun;"
-            " a rerun uses a new attempt id",
-            {"maps": [cmd.map_id]},
-        )
-    validate_bitmap(decode_bitmap(cmd.partitions), info.num_partitions, cmd.touched)
-    ended = len(info.winners) + 1
-    return MapperEndReply(cmd.attempt_id, True, ended == info.num_mappers), [
-        MapperEnded(cmd.app_id, cmd.shuffle_id, cmd.map_id, cmd.attempt_id, cmd.touched, cmd.partitions)
-    ]
-
-
 def _report_commit(state: MasterState, cmd: ReportCommit, now: float, rng: random.Random) -> Decision:
     info = _shuffle(state, cmd.app_id, cmd.shuffle_id)
     if info.commit is not None:
@@ -612,7 +576,8 @@ _HANDLERS: dict[type[Command], Callable[[MasterState, Any, float, random.Random]
     ExpireApp: _expire_app,
     RegisterShuffle: _register_shuffle,
     RevivePartition: _revive,
-    MapperEnd: _mapper_end,
+    MapperEnd: end_map,
+    MapperEndBatch: end_maps,
     ReportCommit: _report_commit,
     ReportOffload: _report_offload,
     GetLocations: _get_locations,

@@ -31,6 +31,7 @@ __all__ = [
     "Event",
     "LeaderChanged",
     "MapperEnded",
+    "MappersEnded",
     "MapsRerun",
     "PartitionRevived",
     "ShuffleCommitted",
@@ -190,6 +191,19 @@ class MapperEnded(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class MappersEnded(Event):
+    """The winning attempts of several maps of one shuffle, in order: each as a
+    ``MapperEnded`` would be, ``ends`` holding ``(map_id, attempt_id, touched, partitions)``
+    (the winners of one ``MAPPER_END_BATCH``: one record instead of one per map)."""
+
+    KIND = "MappersEnded"
+    VERSION = 1
+    app_id: str
+    shuffle_id: int
+    ends: tuple[tuple[int, int, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ShuffleCommitted(Event):
     """Commit outcome. Only failures are listed.
 
@@ -273,6 +287,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ShuffleRegistered,
         PartitionRevived,
         MapperEnded,
+        MappersEnded,
         ShuffleCommitted,
         ShuffleUnregistered,
         LeaderChanged,

@@ -24,10 +24,12 @@ __all__ = [
     "AppRow",
     "ChangedReply",
     "DecommissionReply",
+    "EndRefused",
     "LocationsBatchReply",
     "LocationsReply",
     "LostMapsReply",
     "MapperEndReply",
+    "MapperEndsReply",
     "MasterInfo",
     "OffloadRow",
     "OffloadShuffleRow",
@@ -222,6 +224,20 @@ class MapperEndReply:
     winner: int
     won: bool
     all_ended: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EndRefused:
+    """The slot of a ``MAPPER_END_BATCH`` entry refused: the error its ``MAPPER_END`` would get."""
+
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MapperEndsReply:
+    """``MAPPER_END_BATCH``: one result per entry, in order (PROTOCOL §4)."""
+
+    results: tuple[MapperEndReply | EndRefused, ...]
 
 
 def mapper_end_results(body: Any, n: int) -> list[MapperEndReply | CroupierError]:
@@ -507,6 +523,7 @@ Reply = (
     | AppHeartbeatReply
     | ShuffleSummary
     | MapperEndReply
+    | MapperEndsReply
     | LocationsReply
     | LocationsBatchReply
     | StatusReply

@@ -19,8 +19,9 @@ import random
 from croupier.core.bitmap import partitions_of, ranges
 from croupier.core.commands import GetLostMaps, RerunMaps
 from croupier.core.enums import WorkerStatus
-from croupier.core.errors import BadRequest, Conflict, UnknownApp, UnknownShuffle
+from croupier.core.errors import BadRequest, Conflict
 from croupier.core.events import Event, MapsRerun, PartitionRevived
+from croupier.core.lookup import need_shuffle as _shuffle
 from croupier.core.placement import Candidate, place
 from croupier.core.replies import LostMapsReply, RerunReply
 from croupier.core.state import MasterState, ShuffleInfo
@@ -28,15 +29,6 @@ from croupier.core.state import MasterState, ShuffleInfo
 __all__ = ["get_lost_maps", "lost_pairs", "rerun_maps", "rerunning"]
 
 RERUN_REASON = "rerun"
-
-
-def _shuffle(state: MasterState, app_id: str, shuffle_id: int) -> ShuffleInfo:
-    if app_id not in state.apps:
-        raise UnknownApp(f"app {app_id!r} is not registered (unregistered, expired, or never known)")
-    info = state.shuffle(app_id, shuffle_id)
-    if info is None:
-        raise UnknownShuffle(f"shuffle {app_id}/{shuffle_id} is not registered")
-    return info
 
 
 def _gone_workers(state: MasterState, info: ShuffleInfo) -> tuple[set[str], set[str]]:

@@ -45,6 +45,7 @@ from croupier.core.events import (
     Event,
     LeaderChanged,
     MapperEnded,
+    MappersEnded,
     MapsRerun,
     PartitionRevived,
     ShuffleCommitted,
@@ -581,6 +582,28 @@ def _mapper_ended(state: MasterState, event: MapperEnded) -> None:
     info.add_winner(event.map_id, event.attempt_id, event.touched, bitmap)
 
 
+def _mappers_ended(state: MasterState, event: MappersEnded) -> None:
+    info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
+    if not event.ends:
+        raise InvalidEvent("MappersEnded names no map")
+    seen: set[int] = set()
+    bitmaps: list[bytes] = []
+    for map_id, _, touched, partitions in event.ends:  # every check first: a rejected event changes nothing
+        if not 0 <= map_id < info.num_mappers:
+            raise InvalidEvent(f"map {map_id} out of range")
+        if map_id in info.winners or map_id in seen:
+            raise InvalidEvent(f"map {map_id} already has a winning attempt")
+        seen.add(map_id)
+        try:
+            bitmap = decode_bitmap(partitions)
+            validate_bitmap(bitmap, info.num_partitions, touched)
+        except CroupierError as exc:
+            raise InvalidEvent(f"MappersEnded for map {map_id}: {exc.message}") from exc
+        bitmaps.append(bitmap)
+    for (map_id, attempt, touched, _), bitmap in zip(event.ends, bitmaps, strict=True):
+        info.add_winner(map_id, attempt, touched, bitmap)
+
+
 def _shuffle_committed(state: MasterState, event: ShuffleCommitted) -> None:
     info = _need_shuffle(state, event.app_id, event.shuffle_id, event)
     if info.commit is not None:
@@ -653,6 +676,7 @@ _APPLIERS: dict[type[Event], Callable[[MasterState, Any], None]] = {
     ShuffleRegistered: _shuffle_registered,
     PartitionRevived: _partition_revived,
     MapperEnded: _mapper_ended,
+    MappersEnded: _mappers_ended,
     ShuffleCommitted: _shuffle_committed,
     ShuffleUnregistered: _shuffle_unregistered,
     LeaderChanged: _leader_changed,

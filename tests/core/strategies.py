@@ -35,6 +35,27 @@ def mapper_end(
     return build()
 
 
+def mapper_end_batch(
+    app_id: st.SearchStrategy[str],
+    shuffle_id: st.SearchStrategy[int],
+    map_id: st.SearchStrategy[int],
+    touched: st.SearchStrategy[int],
+) -> st.SearchStrategy[c.MapperEndBatch]:
+    """MapperEndBatches of 1..4 entries drawn as ``mapper_end``'s (a map may repeat in one)."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> c.MapperEndBatch:
+        app, shuffle = draw(app_id), draw(shuffle_id)
+        ends = draw(
+            st.lists(mapper_end(st.just(app), st.just(shuffle), map_id, touched), min_size=1, max_size=4)
+        )
+        return c.MapperEndBatch(
+            app, shuffle, tuple((e.map_id, e.attempt_id, e.touched, e.partitions) for e in ends)
+        )
+
+    return build()
+
+
 def register_worker() -> st.SearchStrategy[c.Command]:
     return st.builds(
         c.RegisterWorker,
@@ -138,6 +159,7 @@ busy: st.SearchStrategy[c.Command] = st.one_of(
     commands,
     report_offload(st.just("a0"), st.just(0)),
     mapper_end(st.just("a0"), st.just(0), st.integers(0, 1), st.integers(0, 4)),
+    mapper_end_batch(st.just("a0"), st.just(0), st.integers(0, 1), st.integers(0, 4)),
     st.builds(
         c.ReportCommit,
         app_id=st.just("a0"),
@@ -154,6 +176,7 @@ busy: st.SearchStrategy[c.Command] = st.one_of(
         c.RegisterShuffle, app_id=live_apps, num_mappers=st.integers(1, 3), num_partitions=st.integers(1, 8)
     ),
     mapper_end(live_apps, st.integers(0, 1), st.integers(0, 2), st.integers(0, 8)),
+    mapper_end_batch(live_apps, st.integers(0, 1), st.integers(0, 3), st.integers(0, 8)),
     st.builds(
         c.ReportCommit,
         app_id=live_apps,

@@ -100,7 +100,7 @@ def test_decode_event_never_crashes(data: bytes) -> None:
 
 
 def test_every_event_kind_is_registered() -> None:
-    assert len(EVENT_TYPES) == 16  # + MapsRerun (issue 16), CopiesOffloaded (issue 26)
+    assert len(EVENT_TYPES) == 17  # + MapsRerun (issue 16), CopiesOffloaded (issue 26), MappersEnded (27)
 
 
 def test_errors_round_trip_through_the_wire() -> None:

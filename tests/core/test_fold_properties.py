@@ -135,6 +135,15 @@ def _field_strategies(state: MasterState) -> dict[str, st.SearchStrategy[Any]]:
         "refused": st.just(()) | st.lists(st.tuples(small, st.integers(0, 2)), max_size=2).map(tuple),
         "lost_maps": st.lists(st.tuples(small, st.integers(0, 2), st.integers(1, 5)), max_size=2).map(tuple),
         "partitions": st.none() | st.sampled_from(["AA==", "AQ==", "Aw==", "/w==", "AAA=", "AQA=", "!"]),
+        "ends": st.lists(  # MappersEnded: (map_id, attempt_id, touched, partitions)
+            st.tuples(
+                st.integers(-1, 3),
+                st.integers(0, 2),
+                st.integers(0, 2),
+                st.sampled_from(["AA==", "AQ==", "Aw=="]),
+            ),
+            max_size=3,
+        ).map(tuple),
         "request_id": st.none() | st.sampled_from(["r1", "r2"]),
         "term": st.integers(0, 5),
         "slots": st.integers(0, 60),

@@ -1,4 +1,5 @@
-"""MAPPER_END_BATCH over RPC: each entry answered and logged as its own MAPPER_END would be."""
+"""MAPPER_END_BATCH over RPC: each entry answered as its own MAPPER_END would be, its winners
+logged as one event that a restart folds into the same state."""
 
 from __future__ import annotations
 
@@ -71,7 +72,10 @@ def test_a_batch_answers_and_logs_what_each_mapper_end_would(tmp_path: Path, wor
         app2 = setup_app(cl, worker_port)
         assert app2 == app  # the same rng: the same ids, so the logs can be compared
         cl.call(c.RegisterShuffle(app, 4, 4, shuffle_id=0, replicate=False))  # one map never ends: no commit
+        before = batch.describe().seq
+        assert before is not None
         body = cl.call(c.MapperEndBatch(app, 0, ENTRIES))
+        assert batch.describe().seq == before + 1  # its three winners are one event, one record (issue 27)
         got = [_outcome(r) for r in mapper_end_results(body, len(ENTRIES))]
         assert got == singles
         assert got[2] == MapperEndReply(0, False, False) and got[3][0] == "BadRequest"
