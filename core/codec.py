@@ -315,18 +315,31 @@ def _compile_tuple(tp: Any) -> Converter:
 
         return var_tuple
     items = [_compile(a) for a in args]
-    ints = all(a is int for a in args)
+    plain = _plain_items(args)
 
     def fixed_tuple(value: Any, path: str) -> tuple[Any, ...]:
         if not isinstance(value, list | tuple):
             raise _expect("a list", value, path)
         if len(items) != len(value):
             raise BadRequest(f"{path}: expected {len(items)} items, got {len(value)}")
-        if ints and all(type(v) is int for v in value):  # (partition, epoch) pairs and the like
+        if plain is not None and plain(value):  # (partition, epoch) pairs, MAPPER_END_BATCH's ends
             return tuple(value)
         return tuple(conv(v, f"{path}[{i}]") for i, (conv, v) in enumerate(zip(items, value, strict=True)))
 
     return fixed_tuple
+
+
+def _plain_items(args: tuple[Any, ...]) -> Callable[[Any], bool] | None:
+    """For a fixed tuple of ints and strs only, one test that its items are exactly what
+    ``_int`` and ``_str`` let through as they are (an ASCII str: no lone surrogate); else None."""
+    if not args or not all(a is int or a is str for a in args):
+        return None
+    tests = [
+        f"type(v[{i}]) is int" if a is int else f"type(v[{i}]) is str and v[{i}].isascii()"
+        for i, a in enumerate(args)
+    ]
+    test: Callable[[Any], bool] = eval(f"lambda v: {' and '.join(tests)}")
+    return test
 
 
 def _compile_dict(tp: Any) -> Converter:

@@ -346,13 +346,21 @@ class MapperEnd(Command):
 
     def validate(self) -> None:
         _shuffle(self)
-        int_id("map_id", self.map_id)
-        int_id("attempt_id", self.attempt_id)
-        int_id("touched", self.touched, MAX_PARTITIONS)
-        # the shape here; the length against the shuffle's partitions in ``decide``
-        if len(self.partitions) > 4 * ((bitmap_size(MAX_PARTITIONS) + 2) // 3):
-            raise BadRequest("partitions is longer than any shuffle's bitmap")
-        decode_bitmap(self.partitions)
+        _end_fields(self.map_id, self.attempt_id, self.touched, self.partitions)
+
+
+_BITMAP_CHARS = 4 * ((bitmap_size(MAX_PARTITIONS) + 2) // 3)  # the base64 of the largest bitmap
+
+
+def _end_fields(map_id: int, attempt_id: int, touched: int, partitions: str) -> None:
+    """Check one ``MapperEnd``'s fields: their shape here, the bitmap's length against its
+    shuffle's partitions in ``decide``."""
+    int_id("map_id", map_id)
+    int_id("attempt_id", attempt_id)
+    int_id("touched", touched, MAX_PARTITIONS)
+    if len(partitions) > _BITMAP_CHARS:
+        raise BadRequest("partitions is longer than any shuffle's bitmap")
+    decode_bitmap(partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,9 +381,9 @@ class MapperEndBatch(Command):
         _shuffle(self)
         if not 1 <= len(self.ends) <= MAX_ENDS_PER_CALL:
             raise BadRequest(f"ends lists 1 to {MAX_ENDS_PER_CALL} map attempts, got {len(self.ends)}")
-        for i, end in enumerate(self.ends):
+        for i, (map_id, attempt_id, touched, partitions) in enumerate(self.ends):
             try:
-                MapperEnd(self.app_id, self.shuffle_id, *end).validate()
+                _end_fields(map_id, attempt_id, touched, partitions)
             except BadRequest as exc:
                 raise BadRequest(f"ends[{i}]: {exc.message}") from None
 

@@ -148,3 +148,42 @@ def test_codec_enums_omitted_fields_and_nullable_paths() -> None:
     # X | None reports the inner field's path, not the whole value
     with pytest.raises(BadRequest, match=r"_Tagged.nested\[0\].host: expected a string"):
         from_json(_Tagged, {"status": "active", "nested": [{"worker_id": "w", "host": 5}]})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ends:
+    ends: tuple[tuple[int, int, int, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Int:
+    v: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Str:
+    v: str
+
+
+_ITEM = st.one_of(
+    st.integers(-3, 3), st.booleans(), st.none(), st.floats(0, 1), st.text(max_size=3), st.just("\ud800")
+)
+
+
+@given(st.lists(st.lists(_ITEM, min_size=4, max_size=4), max_size=3))
+def test_a_fixed_tuple_of_ints_and_strs_takes_exactly_what_its_items_would(ends: list[list[object]]) -> None:
+    """The one-test path of plain fixed tuples (MAPPER_END_BATCH's ends) against each item's own."""
+
+    def item_ok(v: object, kind: type[_Int | _Str]) -> bool:
+        with contextlib.suppress(BadRequest):
+            from_json(kind, {"v": v})
+            return True
+        return False
+
+    expected = all(item_ok(v, k) for e in ends for v, k in zip(e, (_Int, _Int, _Int, _Str), strict=True))
+    try:
+        got = from_json(_Ends, {"ends": ends})
+    except BadRequest:
+        assert not expected
+    else:
+        assert expected and got == _Ends(tuple(tuple(e) for e in ends))  # type: ignore[misc]
