@@ -442,7 +442,7 @@ class MasterActor(pykka.ThreadingActor):
         records = self._fold(command, events, now, reply)
         if records is None:
             return
-        self._committer.submit(records, deliver(reply, to_json(body), None))
+        self._committer.submit_parts(records, deliver(reply, to_json(body), None))  # winners: independent
         if self._snapshots.due(self.state.seq, self._committer.groups):
             self._snapshot()
 

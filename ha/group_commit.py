@@ -121,6 +121,22 @@ class GroupCommitter:
         """Queue one command's records; ``done(None)`` runs once they are durable."""
         self._put(_Item(self._generation, records, done))
 
+    def submit_parts(self, records: Sequence[bytes], done: Done | None) -> None:
+        """Queue records that need not be durable together (``MappersEnded``s: each a set of
+        winners on its own), as items of at most ``max_batch_bytes`` each, so that no group
+        outgrows the log; ``done`` runs once the last is durable, or with the error of any
+        (an item after a failed one is refused, not appended)."""
+        part: list[bytes] = []
+        size = 0
+        for record in records:
+            more = batch_bytes((record,))
+            if part and size + more > self._max_bytes:
+                self._put(_Item(self._generation, part, None))
+                part, size = [], 0
+            part.append(record)
+            size += more
+        self._put(_Item(self._generation, part, done))
+
     def submit_snapshot(self, seq: int, data: bytes | Callable[[], bytes]) -> None:
         """Write a snapshot once every record queued before it is durable; ``data`` may be a
         function that makes the bytes, called then on the committer's thread (it must not

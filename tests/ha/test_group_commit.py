@@ -123,3 +123,58 @@ def test_a_snapshot_given_as_a_function_is_made_on_the_committers_thread() -> No
     assert made_on == ["group-commit"]
     assert log.latest_snapshot() == (2, b"state at 2")
     log.close()
+
+
+class BreakingLog(SmallLog):
+    """A ``SmallLog`` whose second append fails."""
+
+    def append(self, records: Sequence[bytes]) -> int:
+        if len(self.groups) == 1:
+            self.groups.append([])
+            raise OSError(28, "No space left on device")
+        return super().append(records)
+
+
+def test_parts_go_in_groups_within_the_limit_and_answer_once_after_the_last() -> None:
+    log = SmallLog()
+    committer = GroupCommitter(log)
+    done: list[CroupierError | None] = []
+    finished = threading.Event()
+    parts = [
+        bytes([i]) * (100 - RECORD_OVERHEAD) for i in range(5)
+    ]  # 100 bytes as the log counts: 2 per group
+
+    def record(error: CroupierError | None) -> None:
+        done.append(error)
+        finished.set()
+
+    committer.submit_parts(parts, record)
+    committer.start()
+    assert finished.wait(10)
+    committer.stop()
+    assert done == [None]
+    assert [r for _, r in log.read()] == parts
+    assert [len(g) for g in log.groups] == [2, 2, 1]
+    log.close()
+
+
+def test_a_part_after_a_failed_one_is_not_appended_and_the_error_is_the_answer() -> None:
+    log = BreakingLog()
+    failures: list[CroupierError] = []
+    committer = GroupCommitter(log, on_failure=failures.append)
+    done: list[CroupierError | None] = []
+    finished = threading.Event()
+
+    def record(error: CroupierError | None) -> None:
+        done.append(error)
+        finished.set()
+
+    parts = [bytes([i]) * (100 - RECORD_OVERHEAD) for i in range(5)]
+    committer.submit_parts(parts, record)
+    committer.start()
+    assert finished.wait(10)
+    committer.stop()
+    assert len(done) == 1 and done[0] is not None and done[0].retriable  # the client sends it again
+    assert [r for _, r in log.read()] == parts[:2]  # the first group only
+    assert len(failures) == 1
+    log.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,11 @@ import pytest
 from croupier.core import commands as c
 from croupier.core.bitmap import encode_bitmap, from_partitions
 from croupier.core.errors import BadRequest, CroupierError, Unavailable
+from croupier.core.events import decode_event
 from croupier.core.replies import MapperEndReply, mapper_end_results
+from croupier.core.state import MasterState, apply
 from croupier.core.wire import MsgType
+from croupier.ha.eventlog import MemoryEventLog, batch_bytes
 from croupier.services.master import MasterService
 from croupier.transports.master_client import MasterClient
 from croupier.transports.rpc import RpcClient, RpcServer
@@ -175,3 +178,36 @@ def test_concurrent_writers_of_one_client_share_requests_and_each_gets_its_own_r
         summary = cl.call(c.GetShuffle(app, 0))
         assert summary["mappers_ended"] == n
         assert cl.ends.requests < n + 2  # some of them went together
+
+
+class SmallGroupLog(MemoryEventLog):
+    """A memory log that takes groups of at most 400,000 bytes, as ZooKeeper's takes 900 KiB."""
+
+    max_batch_bytes = 400_000
+
+    def append(self, records: Sequence[bytes]) -> int:
+        if batch_bytes(records) > self.max_batch_bytes:
+            raise ValueError(f"a group of {batch_bytes(records)} bytes is over {self.max_batch_bytes}")
+        return super().append(records)
+
+
+def test_a_batch_whose_winners_outgrow_one_group_of_the_log_is_logged_in_several(worker_port: int) -> None:
+    """16 winners of a 200,000-partition shuffle: 33 KB of bitmap each, 530 KB of events in
+    all, more than one group of the log holds (each event alone fits)."""
+    partitions = 200_000
+    log = SmallGroupLog()
+    with (
+        MasterService("tcp://127.0.0.1:0", config=quiet_config(), clock=FakeClock(), event_log=log) as m,
+        MasterClient(m.url, timeout=30, attempts=1) as cl,
+    ):
+        app = setup_app(cl, worker_port)
+        cl.call(c.RegisterWorker("w1", "127.0.0.1", worker_port, 2, 3, 4, 1_000_000, "i1"))
+        cl.call(c.RegisterShuffle(app, 16, partitions, shuffle_id=0, replicate=False))
+        full = encode_bitmap(from_partitions(range(partitions), partitions))
+        body = cl.call(c.MapperEndBatch(app, 0, tuple((m, 0, partitions, full) for m in range(16))))
+        assert [r.won for r in mapper_end_results(body, 16)] == [True] * 16  # type: ignore[union-attr]
+    state = MasterState()  # and the log holds every winner
+    for _, data in log.read(0):
+        apply(state, decode_event(data))
+    assert len(state.shuffles[(app, 0)].winners) == 16
+    log.close()
