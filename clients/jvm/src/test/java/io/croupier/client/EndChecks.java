@@ -211,13 +211,15 @@ public final class EndChecks {
       while (script.sent.isEmpty()) {
         Thread.sleep(1);
       }
+      // one at a time, each queued before the next starts: the batch holds maps 1..n-1 in order
+      // (started at once, any of them could queue first, and a check of entry i see another map)
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       for (int m = 1; m < n; m++) {
         int map = m;
         futures.add(pool.submit(() -> outcome(c, ends.apply(map))));
-      }
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-      while (c.queued() < n - 1 && System.nanoTime() < deadline) {
-        Thread.sleep(1);
+        while (c.queued() < m && System.nanoTime() < deadline) {
+          Thread.sleep(1);
+        }
       }
       check(c.queued() == n - 1, "only " + c.queued() + " of " + (n - 1) + " callers queued");
       script.hold.countDown();
