@@ -114,6 +114,49 @@ def test_a_corrupted_primary_file_is_detected_and_the_replica_is_read(cluster: L
         app.unregister()
 
 
+def test_a_replicate_damaged_on_the_way_is_stored_and_found_by_the_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica does not hash a REPLICATE again (PROTOCOL §5.2): one whose data frames were
+    damaged between the workers is stored as it came. Its reader finds every damaged batch by
+    its digest and reads the primary's copy; with the primaries damaged too, DATA_LOST names
+    the partitions. Never a wrong record."""
+    from croupier.dataplane import push
+
+    damaged: list[int] = []
+
+    def on_the_way(request: object) -> tuple[list[object], tuple[()]]:
+        payloads = list(request.payloads)  # type: ignore[attr-defined]
+        for i in range(1, len(payloads)):
+            if len(payloads[i]):
+                frame = bytearray(payloads[i])
+                frame[len(frame) // 2] ^= 0xFF
+                payloads[i] = bytes(frame)
+                damaged.append(i)
+        return payloads, ()
+
+    monkeypatch.setattr(push, "_forwarded", on_the_way)
+    with (
+        # no memory tier: every copy is read from its file, the primaries' damaged below too
+        LocalCluster(3, tmp_path / "cluster", worker_config=WorkerConfig(memory_tier_max=0)) as cluster,
+        croupier.connect(cluster.master_url) as client,
+    ):
+        app = client.register_app("damaged-replicas")
+        sh = app.register_shuffle(num_mappers=2, num_partitions=4)
+        expected = write_all(sh, 2, 4, 300)
+        assert damaged
+        check_all(sh, expected)  # every replica is damaged: the primaries are read
+        for path in data_files(cluster, "primary"):
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            path.write_bytes(bytes(data))
+        for p in range(4):
+            with pytest.raises(DataLostError) as lost:
+                list(sh.reader(p))
+            assert lost.value.partitions == [p]
+        app.unregister()
+
+
 def test_a_worker_killed_during_push_never_yields_wrong_data(cluster: LocalCluster) -> None:
     with croupier.connect(cluster.master_url) as client:
         app = client.register_app("loss-during-push")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -220,15 +221,34 @@ def replicate(parts: Parts, shuffle: int, where: tuple[int, int], *, bad: bool =
     parts.replicate_client.call(int(MsgType.REPLICATE), to_json(body), [raw[:36], raw[36:]])
 
 
-def test_a_replicate_is_taken_only_for_a_location_held_here_as_replica_with_its_digest(parts: Parts) -> None:
+def test_a_replicate_is_taken_only_for_a_location_held_here_as_replica(parts: Parts) -> None:
     for shuffle, where in ((1, (0, 0)), (2, (0, 1)), (5, (0, 0))):  # held as primary, wrong epoch, unknown
         with pytest.raises(StaleLocation):
             replicate(parts, shuffle, where)
-    with pytest.raises(BadRequest, match="digest"):
-        replicate(parts, 2, (0, 0), bad=True)
     assert parts.limiter.used == 0 and len(parts.locations) == 0
     replicate(parts, 2, (0, 0))
     assert parts.locations.get(key(app="app-1", shuffle=2, role="replica")) is not None
+
+
+def test_a_replicate_is_not_hashed_again(parts: Parts, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The primary checked the digests it forwards, and only a member sends a REPLICATE: the
+    replica stores the frames without hashing them (PROTOCOL §5.2). A frame damaged on the way
+    is stored as it came; the reader finds it by its digest
+    (``integration/test_data_plane.py::test_a_replicate_damaged_on_the_way_...``)."""
+    from croupier.transports import digest
+
+    hashed: list[int] = []
+    real = digest.batch_digest
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        hashed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(digest, "batch_digest", counted)
+    replicate(parts, 2, (0, 0), bad=True)
+    assert hashed == []
+    assert parts.locations.get(key(app="app-1", shuffle=2, role="replica")) is not None
+    assert buffered(parts) == 36 + 50
 
 
 def _forged(data: bytes, key: bytes | None) -> bytes:
@@ -241,19 +261,18 @@ def _forged(data: bytes, key: bytes | None) -> bytes:
     "made_with", [None, bytes(32), SECRET.app_key("app-2")], ids=["unkeyed", "zeros", "other-app"]
 )
 def test_a_forged_batch_is_refused_by_a_worker_with_a_secret(parts: Parts, made_with: bytes | None) -> None:
-    """An attacker without the app key pushes (or replicates) a batch with the right layout and a
-    digest of its own: BAD_REQUEST naming the batch, nothing stored or forwarded."""
+    """An attacker without the app key pushes a batch with the right layout and a digest of its
+    own: BAD_REQUEST naming the batch, nothing stored or forwarded. (A REPLICATE needs the
+    member key: ``integration/test_security.py`` sends one without it and gets UNAUTHORIZED.)"""
     forged = _forged(b"injected", made_with)
     body = Push("app-1", 1, ME.incarnation, ((0, 0),), ReplicaTarget("worker-2", parts.replica_url, "inc-2"))
     with pytest.raises(BadRequest, match=r"batch 0 \(map 1 attempt 0 batch 0\) does not match its digest"):
         parts.client.call(int(MsgType.PUSH), to_json(body), [forged[:36], forged[36:]])
-    rep = Replicate("app-1", 2, ME.incarnation, ((0, 0),))
-    with pytest.raises(BadRequest, match="digest"):
-        parts.replicate_client.call(int(MsgType.REPLICATE), to_json(rep), [forged[:36], forged[36:]])
     assert parts.limiter.used == 0 and len(parts.locations) == 0 and parts.replicated == []
     # the app's own writer, keyed by its app key, gets in
     real = _forged(b"real", SECRET.app_key("app-1"))
     parts.client.call(int(MsgType.PUSH), to_json(body), [real[:36], real[36:]])
+    rep = Replicate("app-1", 2, ME.incarnation, ((0, 0),))
     parts.replicate_client.call(int(MsgType.REPLICATE), to_json(rep), [real[:36], real[36:]])
     assert buffered(parts) == 2 * len(real) and len(parts.replicated) == 1
 
