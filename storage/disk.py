@@ -9,6 +9,7 @@ One directory per disk, given to the store in order (disk ``i`` is ``dirs[i]``):
     <dir>/<app_id>/<shuffle_id>/index.log                               a record per commit
     <dir>/<app_id>/<shuffle_id>/<partition>-<epoch>-<role>.index       older versions' index
     <dir>/<app_id>/key_tag                                             the app's key tag
+    <dir>/+free/<n>                                                    emptied files, reused
 
 ``app_id`` is validated by ``croupier.core.ids.app_id`` and the numbers are
 non-negative decimal integers without leading zeros; ``role`` is ``primary``
@@ -55,6 +56,10 @@ With ``direct=True`` (the worker's default) the ``.data`` files are written and 
 ``O_DIRECT`` (:mod:`croupier.storage._direct`): every write rewrites the file's last partial
 block and pads its own, the commit cuts the file to its size; the files are the same. Files
 of at most ``SMALL_FILE`` (64 KiB) are written and read through the page cache instead.
+
+A removed shuffle's ``.data`` files are emptied and kept in ``+free`` (at most
+``POOL_FILES`` per dir), and a new location's file is one of them when there is one
+(:mod:`croupier.storage._pool`): a file created costs 250 to 600 µs of CPU here, a reused one 30.
 
 Uncommitted ``.data`` files left by a crash stay on disk (``scan`` ignores
 them) until ``create`` reuses the location or ``remove`` deletes the shuffle.
@@ -104,6 +109,7 @@ from croupier.storage._layout import (
     shuffle_dirs,
     walk,
 )
+from croupier.storage._pool import FilePool
 from croupier.storage.index_file import INDEX_VERSION, decode_index, encode_index, encode_void
 from croupier.storage.index_log import LOG_NAME, IndexLogs
 from croupier.storage.key_tag_file import KEY_TAG_FILE, read_key_tag, write_key_tag
@@ -362,6 +368,7 @@ class DiskPartitionStore:
         self._readers: dict[LocationKey, Handle] = {}
         self._clean = CleanDirs(self._dirs)
         self._logs = IndexLogs(self._fds, fsync)
+        self._pool = FilePool(self._dirs)
         self._tags: dict[str, str] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -419,6 +426,7 @@ class DiskPartitionStore:
                 directory = self._make_dirs(disk, key)
             except OSError as exc:
                 raise os_error("create", where, exc) from exc
+            self._pool.take(disk, directory / (key.name + DATA_SUFFIX))  # else the first open makes it
             f = DiskPartitionFile(self, key, disk, directory)
             self._open[key] = f
             return f
@@ -520,13 +528,16 @@ class DiskPartitionStore:
             for key in [k for k in self._readers if hit(k)]:
                 self._fds.discard(self._readers.pop(key))
             self._clean.forget(app_id, shuffle_id)
-            for root in self._dirs:
+            for disk, root in enumerate(self._dirs):
                 app_dir = root / app_id
                 self._logs.forget(app_dir, shuffle_id)
                 target = app_dir if shuffle_id is None else app_dir / str(shuffle_id)
                 if not target.is_dir():
                     continue
-                gone.update(key for key, _ in walk(root, app_id, shuffle_id))
+                for key, path in walk(root, app_id, shuffle_id):
+                    gone.add(key)
+                    if path.name.endswith(DATA_SUFFIX):
+                        self._pool.put(disk, path)  # emptied, for a later location (storage/_pool.py)
                 try:
                     shutil.rmtree(target)
                 except OSError as exc:

@@ -17,6 +17,7 @@ import pytest
 from croupier.core.enums import CopyRole
 from croupier.core.errors import BadRequest, Unavailable, UnknownShuffle
 from croupier.storage import _fds
+from croupier.storage._pool import POOL_DIR
 from croupier.storage.disk import DiskPartitionStore, decode_index, encode_index
 from croupier.storage.index import IndexBuilder
 from croupier.storage.store import ChunkIndex, LocationKey
@@ -31,7 +32,15 @@ def store(tmp_path: Path) -> Iterator[DiskPartitionStore]:
 
 
 def tree(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    """The store's files and dirs under ``root``, but its pool of emptied files (``pooled``)."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.relative_to(root).parts[0] != POOL_DIR
+    )
+
+
+def pooled(root: Path) -> list[int]:
+    """The sizes of the emptied files waiting in ``root``'s pool (storage/_pool.py)."""
+    return [p.stat().st_size for p in sorted((root / POOL_DIR).glob("*"))]
 
 
 def commit(store: DiskPartitionStore, k: LocationKey, data: bytes = b"") -> bytes:
@@ -173,9 +182,11 @@ def test_scan_ignores_foreign_names_and_leftovers(tmp_path: Path, store: DiskPar
     (root / "app-1/x").mkdir()
     (root / "app-1/007").mkdir()
     assert [c.key for c in store.scan()] == [key(partition=1)]
-    # remove counts every location with a file, and deletes every file
+    # remove counts every location with a file, and deletes every file but the ``.data``
+    # ones, which it empties and keeps for later locations
     assert store.remove("app-1") == 3
     assert tree(root) == ["lost+found"]
+    assert pooled(root) == [0, 0]
 
 
 # -- ids are checked before they touch a path ------------------------------------------------------
