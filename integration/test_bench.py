@@ -191,7 +191,11 @@ def test_bench_metrics_scrapes_and_the_byte_counters_match(capsys: pytest.Captur
 def test_phase_cpu_measures_pushes_and_verified_reads_apart() -> None:
     from croupier.tools.phase_cpu import phase_cpu
 
-    found = phase_cpu(4 * 1024**2, partitions=8, mappers=2, workers=2, reps=2)
-    assert found["bytes"] >= 4 * 1024**2
+    found = phase_cpu(64 * 1024**2, partitions=8, mappers=2, workers=2, reps=2)  # CPU ticks are 10 ms
+    assert found["bytes"] >= 64 * 1024**2
     assert len(found["push_cpu_s_per_gib"]) == len(found["read_cpu_s_per_gib"]) == 2
     assert found["push_median"] > 0 and found["read_median"] >= 0
+    # per kind of thread, by the OS names the workers gave their threads (ops/thread_names.py)
+    assert found["push_threads"].get("worker-push", 0) > 0
+    assert set(found["read_threads"]) & {"worker-fetch", "fetch-read", "ZMQbg/IO"}
+    assert sum(found["push_threads"].values()) <= max(found["push_cpu_s_per_gib"]) * 2 * 1.5

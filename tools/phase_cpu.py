@@ -5,7 +5,9 @@ to one side is seen better here, with repeats of that side on one cluster.
     python -m croupier.tools.phase_cpu [--size 512MiB] [--partitions 64] [--reps 5]
 
 Prints one JSON line: the workers' CPU-s per GiB of each push and of each read (every read
-verified as ``croupier demo`` does), and their medians.
+verified as ``croupier demo`` does), their medians, and the pushes' and the reads' CPU-s per
+GiB per kind of thread (``push_threads``, ``read_threads``: the workers' threads by their OS
+names, ``ops/thread_names.py``; ``ZMQbg/IO`` is ZeroMQ's I/O thread).
 
 A push's figure includes the work it leaves behind: the workers flush and commit their
 copies after the master has the mappers' ends, so a push is measured until the workers'
@@ -24,7 +26,7 @@ from typing import Any
 
 from croupier.core.config import WorkerConfig
 from croupier.tools.demo import _Bar, _check, _Job, _push, _read, _record_plan
-from croupier.tools.proc import cpu_seconds
+from croupier.tools.proc import cpu_seconds, thread_cpu, thread_cpu_delta
 
 __all__ = ["phase_cpu", "settle"]
 
@@ -78,6 +80,7 @@ def phase_cpu(
         job: _Job | None = None
         sh: Any = None
         written = 0
+        threads_at = thread_cpu(pids)
         for _ in range(reps):
             if sh is not None:
                 sh.unregister()
@@ -89,6 +92,7 @@ def phase_cpu(
             pushes.append((settle(cpu) - before) / (written / 2**30))
         if job is None:
             raise ValueError("reps must be at least 1")
+        threads_pushed = thread_cpu(pids)
         for _ in range(reps):
             before = cpu()
             _, results = _read(job, True, _Bar(False, size))
@@ -96,6 +100,8 @@ def phase_cpu(
             errors = _check(results, expected, written)
             if errors:
                 raise RuntimeError(f"a read did not verify: {errors[:3]}")
+        threads_read = thread_cpu(pids)
+    gib = reps * written / 2**30
     return {
         "bytes": written,
         "partitions": partitions,
@@ -104,7 +110,15 @@ def phase_cpu(
         "read_cpu_s_per_gib": [round(x, 3) for x in reads],
         "push_median": round(statistics.median(pushes), 3),
         "read_median": round(statistics.median(reads), 3),
+        "push_threads": _per_gib(thread_cpu_delta(threads_at, threads_pushed), gib),
+        "read_threads": _per_gib(thread_cpu_delta(threads_pushed, threads_read), gib),
     }
+
+
+def _per_gib(seconds: dict[str, float], gib: float) -> dict[str, float]:
+    """CPU-s per GiB of each thread kind that used any, the busiest first."""
+    ranked = sorted(seconds.items(), key=lambda kv: -kv[1])
+    return {kind: round(s / gib, 3) for kind, s in ranked if s > 0}
 
 
 def main(argv: list[str] | None = None) -> int:

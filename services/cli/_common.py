@@ -14,6 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from croupier.ops.thread_names import name_os_threads
+
 if TYPE_CHECKING:
     from croupier.transports.curve import CurveServer
 
@@ -102,7 +104,8 @@ def sigterm_unwinds() -> Iterator[None]:
 
 
 def _wait_for_signal(done: threading.Event | None = None) -> None:
-    """Until SIGINT or SIGTERM, or until ``done`` is set (checked every half second).
+    """Until SIGINT or SIGTERM, or until ``done`` is set (checked every half second). Meanwhile
+    the process's threads get their OS names (``ops/thread_names.py``), every second.
 
     The service has started by now: what its start-up made (modules, classes, the HTTP
     app) moves to the collector's permanent generation, so that the collections the data
@@ -112,7 +115,9 @@ def _wait_for_signal(done: threading.Event | None = None) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(3600 if done is None else 0.5):
+    name_os_threads()
+    while not stop.wait(NAMING_INTERVAL_S if done is None else 0.5):
+        name_os_threads()  # the threads started since, e.g. a shuffle's actors
         if done is not None and done.is_set():
             return
 
@@ -135,6 +140,7 @@ def _add_curve_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+NAMING_INTERVAL_S = 1.0  # how often a waiting server names its new threads
 _QUOTA_FLAGS = ("max_shuffles", "max_partitions", "max_bytes_in_flight", "max_bytes_stored")
 
 
