@@ -66,7 +66,6 @@ def phase_cpu(
     budget = max(1, size // mappers)
     expected = [sum(1 for _ in _record_plan(m, budget)) for m in range(mappers)]
     pushes: list[float] = []
-    reads: list[float] = []
     with (
         LocalCluster(workers, processes=True, worker_config=WorkerConfig(heartbeat_interval=1.0)) as cluster,
         croupier.connect(cluster.master_url) as client,
@@ -93,13 +92,7 @@ def phase_cpu(
         if job is None:
             raise ValueError("reps must be at least 1")
         threads_pushed = thread_cpu(pids)
-        for _ in range(reps):
-            before = cpu()
-            _, results = _read(job, True, _Bar(False, size))
-            reads.append((cpu() - before) / (written / 2**30))
-            errors = _check(results, expected, written)
-            if errors:
-                raise RuntimeError(f"a read did not verify: {errors[:3]}")
+        reads = _reads(job, reps, cpu, expected, written)
         threads_read = thread_cpu(pids)
     gib = reps * written / 2**30
     return {
@@ -113,6 +106,19 @@ def phase_cpu(
         "push_threads": _per_gib(thread_cpu_delta(threads_at, threads_pushed), gib),
         "read_threads": _per_gib(thread_cpu_delta(threads_pushed, threads_read), gib),
     }
+
+
+def _reads(job: _Job, reps: int, cpu: Callable[[], float], expected: list[int], written: int) -> list[float]:
+    """``reps`` verified reads of ``job``'s shuffle; the workers' CPU-s per GiB of each."""
+    reads: list[float] = []
+    for _ in range(reps):
+        before = cpu()
+        _, results = _read(job, True, _Bar(False, written))
+        reads.append((cpu() - before) / (written / 2**30))
+        errors = _check(results, expected, written)
+        if errors:
+            raise RuntimeError(f"a read did not verify: {errors[:3]}")
+    return reads
 
 
 def _per_gib(seconds: dict[str, float], gib: float) -> dict[str, float]:
